@@ -1,0 +1,229 @@
+#ifndef SCHED_DELAYED_WORK_QUEUE_HPP
+#define SCHED_DELAYED_WORK_QUEUE_HPP
+
+#include <sched/detail/clock_listener.hpp>
+#include <sched/detail/time.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <stop_token>
+#include <vector>
+
+namespace sched {
+
+/// An unbounded blocking priority queue of tasks ordered by due time: Java's DelayedWorkQueue.
+/**
+ * Tasks come out in order of due time; tasks due at the same time come out in the order they were
+ * pushed. A task leaves through take(), poll(), poll_for(), poll_until() or drain() once it is
+ * due, or at any time through remove(), remove_if() or clear().
+ *
+ * The queue is intrusive and does not own its tasks: a task is any object derived from
+ * basic_delayed_work_queue::node, which records where the task sits in the queue's heap, so
+ * remove() takes O(log n) instead of a search. A task must outlive its stay in the queue and can
+ * be in at most one queue at a time.
+ *
+ * Waiting follows the leader–follower pattern of Java's DelayedWorkQueue: of all threads waiting
+ * for the head, one (the leader) sleeps until the head is due and the others sleep until woken.
+ * A push wakes a waiter only when the new task became the head; a leaving waiter hands the
+ * leadership on. Time is read from @p Clock; with sched::manual_clock, waits end when the test
+ * advances the clock, never by real time passing.
+ *
+ * A due time of `time_point::max()` means "never": such a task stays queued until removed.
+ *
+ * @tparam Clock A std::chrono clock, std::chrono::steady_clock by default.
+ *
+ * @par Thread safety
+ * Distinct objects: Safe. Shared objects: Safe; every member function may be called from any
+ * thread.
+ */
+template <class Clock = std::chrono::steady_clock>
+class basic_delayed_work_queue
+{
+public:
+    using clock_type = Clock;
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+
+    /// The part of a task that the queue orders: derive task types from it.
+    class node
+    {
+    public:
+        /// When the task is due if it is queued, or was last due if it has left the queue.
+        time_point due_time() const noexcept
+        {
+            return time_point(duration(due_.load(std::memory_order_relaxed)));
+        }
+
+    protected:
+        node() = default;
+        node(const node&) = delete;
+        node& operator=(const node&) = delete;
+        ~node() = default;
+
+    private:
+        friend class basic_delayed_work_queue;
+
+        // heap_[heap_index_].task == this while queued; not_queued otherwise. Guarded by the
+        // queue's mutex.
+        std::size_t heap_index_ = not_queued;
+        std::atomic<typename duration::rep> due_{0};
+    };
+
+    basic_delayed_work_queue();
+
+    /// Leaves any remaining tasks unqueued; the tasks themselves are not touched otherwise.
+    ~basic_delayed_work_queue();
+
+    basic_delayed_work_queue(const basic_delayed_work_queue&) = delete;
+    basic_delayed_work_queue& operator=(const basic_delayed_work_queue&) = delete;
+
+    /// Number of queued tasks, due or not.
+    std::size_t size() const;
+
+    /// Whether no task is queued.
+    bool empty() const;
+
+    /// The head (the task that comes out next), due or not, or nullptr if the queue is empty.
+    /** The pointer may leave the queue at once through another thread. */
+    node* peek() const;
+
+    /// Adds @p task, due at @p due (Java's offer/add/put: it never blocks; the queue grows).
+    /**
+     * @returns true if @p task became the head; only then is a waiting thread woken.
+     * @throws std::invalid_argument if @p task is already queued (here or elsewhere).
+     * @throws std::bad_alloc if the queue cannot grow; the queue is then unchanged.
+     */
+    bool push(node& task, time_point due);
+
+    /// Adds @p task, due @p delay from now: a negative delay means now, and delays too large for
+    /// the clock saturate to `time_point::max()` ("never").
+    template <class Rep, class Period>
+    bool push(node& task, std::chrono::duration<Rep, Period> delay)
+    {
+        return push(task, detail::due_after<Clock>(delay));
+    }
+
+    /// Removes and returns the head once it is due, blocking until then.
+    /**
+     * @returns nullptr only if @p stop is requested before a task is due.
+     */
+    node* take(std::stop_token stop = {});
+
+    /// Removes and returns the head if it is due; nullptr otherwise. Never blocks.
+    node* poll();
+
+    /// Like take(), but gives up and returns nullptr once @p timeout has passed on the clock.
+    template <class Rep, class Period>
+    node* poll_for(std::chrono::duration<Rep, Period> timeout, std::stop_token stop = {})
+    {
+        return poll_until(detail::due_after<Clock>(timeout), std::move(stop));
+    }
+
+    /// Like take(), but gives up and returns nullptr once the clock reaches @p deadline.
+    node* poll_until(time_point deadline, std::stop_token stop = {});
+
+    /// Removes @p task if it is queued here: O(log n) through its recorded heap index.
+    /** @returns true if it was removed; false if it was not in this queue. */
+    bool remove(node& task) noexcept;
+
+    /// Moves every due task, at most @p max_tasks, to @p out in due order, in one lock hold
+    /// (Java's drainTo).
+    /**
+     * @param out An output iterator accepting `node*`. If writing to it throws, the task being
+     * written stays queued and the exception propagates.
+     * @returns The number of tasks moved.
+     */
+    template <class OutputIt>
+    std::size_t drain(OutputIt out,
+                      std::size_t max_tasks = std::numeric_limits<std::size_t>::max());
+
+    /// Moves every queued task, due or not, for which `pred(node&)` holds to @p out, in one lock
+    /// hold and O(n) time.
+    /**
+     * @p pred runs under the queue's lock and must not call into the queue. If @p pred or @p out
+     * throws, the tasks not yet moved stay queued and the exception propagates.
+     * @returns The number of tasks moved.
+     */
+    template <class Predicate, class OutputIt>
+    std::size_t remove_if(Predicate pred, OutputIt out);
+
+    /// Unqueues every task and releases the queue's memory.
+    /** @returns The number of tasks unqueued. */
+    std::size_t clear() noexcept;
+
+private:
+    // The sort key lives beside the pointer so that comparisons never touch the tasks.
+    struct entry
+    {
+        time_point due;
+        std::uint64_t seq;
+        node* task;
+    };
+
+    // Wakes this queue's waiters when a notifying clock (manual_clock) moves.
+    class clock_waker final : public detail::clock_listener
+    {
+    public:
+        explicit clock_waker(basic_delayed_work_queue& queue) noexcept : queue_(queue) {}
+        void on_clock_advanced() noexcept override { queue_.wake_all(); }
+
+    private:
+        basic_delayed_work_queue& queue_;
+    };
+
+    struct stop_waker
+    {
+        basic_delayed_work_queue* queue;
+        void operator()() const noexcept { queue->wake_all(); }
+    };
+
+    // Children of i are arity*i+1 ... arity*i+arity. Four children keep the heap shallow and a
+    // sift-down's children within one or two cache lines (chosen by measurement, see bench/).
+    static constexpr std::size_t arity = 4;
+    static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
+    static constexpr std::size_t min_capacity = 64;
+
+    static bool earlier(const entry& a, const entry& b) noexcept
+    {
+        return a.due < b.due || (a.due == b.due && a.seq < b.seq);
+    }
+
+    node* take_until(time_point deadline, std::stop_token& stop);
+    void wait_until(std::unique_lock<std::mutex>& lock, time_point t);
+    void wake_all() noexcept;
+
+    void place(std::size_t i, const entry& e) noexcept;
+    std::size_t sift_up(std::size_t i) noexcept;
+    std::size_t sift_down(std::size_t i) noexcept;
+    void rebuild() noexcept;
+    node* pop_head() noexcept;
+    void remove_at(std::size_t i) noexcept;
+    void release_spare_capacity() noexcept;
+    void check_invariants(std::size_t touched) const noexcept;
+
+    mutable std::mutex mutex_;
+    std::condition_variable available_; // a new head, a leaving leader, a stop or a clock move
+    std::vector<entry> heap_;           // invariant: heap_[i].task->heap_index_ == i
+    std::uint64_t next_seq_ = 0;
+    const void* leader_ = nullptr; // the waiter sleeping until the head is due, if any
+    [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>
+        waker_;
+};
+
+/// The queue on std::chrono::steady_clock.
+using delayed_work_queue = basic_delayed_work_queue<>;
+
+} // namespace sched
+
+#include <sched/impl/delayed_work_queue.hpp>
+
+namespace sched {
+extern template class basic_delayed_work_queue<std::chrono::steady_clock>;
+} // namespace sched
+
+#endif // SCHED_DELAYED_WORK_QUEUE_HPP

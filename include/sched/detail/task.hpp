@@ -1,0 +1,291 @@
+#ifndef SCHED_DETAIL_TASK_HPP
+#define SCHED_DETAIL_TASK_HPP
+
+#include <sched/delayed_work_queue.hpp>
+#include <sched/future_state.hpp>
+
+#include <sched/detail/parking.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <stop_token>
+#include <utility>
+
+namespace sched::detail {
+
+enum class period_kind : std::uint8_t
+{
+    one_shot,
+    fixed_rate,  // next due = previous due + period
+    fixed_delay, // next due = end of the previous run + period
+};
+
+template <class Clock>
+class task;
+
+// Whoever queued a task, told when it is cancelled so it can take the task out of its queue.
+template <class Clock>
+class task_owner
+{
+public:
+    virtual void on_cancelled(task<Clock>& t) noexcept = 0;
+
+protected:
+    ~task_owner() = default;
+};
+
+// One scheduled item: a queue node, the shared state of its futures, and its body; one allocation
+// (Java's ScheduledFutureTask). Reference-counted: each future or handle holds a reference, and
+// so does the "runner" - the queue while the task is queued, then whoever took it out. Only the
+// runner runs the body, re-queues it, or drops it.
+template <class Clock>
+class task : public basic_delayed_work_queue<Clock>::node
+{
+public:
+    using time_point = typename Clock::time_point;
+
+    void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+
+    void release() noexcept
+    {
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            destroy();
+    }
+
+    friend void intrusive_ptr_add_ref(task* t) noexcept { t->add_ref(); }
+    friend void intrusive_ptr_release(task* t) noexcept { t->release(); }
+
+    future_state state() const noexcept { return state_.load(std::memory_order_acquire); }
+    bool is_done() const noexcept { return state() != future_state::pending; }
+    bool is_cancelled() const noexcept { return state() >= future_state::cancelled; }
+    bool is_periodic() const noexcept { return kind_ != period_kind::one_shot; }
+    period_kind kind() const noexcept { return kind_; }
+
+    void set_owner(task_owner<Clock>* owner) noexcept
+    {
+        owner_.store(owner, std::memory_order_release);
+    }
+
+    // pending → cancelled, or pending → interrupting → interrupted (then a running body that
+    // takes a std::stop_token sees stop requested). Wakes waiters, then tells the owner.
+    bool cancel(bool may_interrupt) noexcept
+    {
+        future_state expected = future_state::pending;
+        if (!state_.compare_exchange_strong(expected, may_interrupt ? future_state::interrupting
+                                                                    : future_state::cancelled))
+            return false;
+        if (may_interrupt)
+        {
+            request_stop();
+            state_.store(future_state::interrupted);
+        }
+        wake_waiters();
+        if (task_owner<Clock>* owner = owner_.load(std::memory_order_acquire))
+            owner->on_cancelled(*this);
+        return true;
+    }
+
+    // Runner only: runs the body once on this thread. A one-shot task completes; a periodic task
+    // stays pending unless the body threw (then it is exceptional). `runner_stop` asks a running
+    // body that takes a std::stop_token to stop. Returns what the body threw, if anything.
+    virtual std::exception_ptr run(std::stop_token runner_stop) noexcept = 0;
+
+    // Runner only: for a periodic task, when the next run is due given that the last one ended
+    // at `ended`; saturates at time_point::max().
+    virtual time_point next_due(time_point ended) const noexcept = 0;
+
+    // Runner only: ends a pending task with `e` (a periodic task that cannot be re-queued).
+    virtual void fail(std::exception_ptr e) noexcept = 0;
+
+    // Runner only, once it will not run the body again: destroys the body now, so that what it
+    // captured is freed even while futures keep the task's state alive (Java nulls the callable).
+    void release_body() noexcept
+    {
+        if (!body_released_)
+        {
+            body_released_ = true;
+            destroy_body();
+        }
+    }
+
+    void wait() const
+    {
+        if (!is_settled(state()))
+        {
+            waiters_.store(true);
+            parking_slot& slot = parking_slot_for(this);
+            std::unique_lock lock(slot.mutex);
+            slot.completed.wait(lock, [this] { return is_settled(state()); });
+        }
+    }
+
+    // Waits on a real clock; returns whether the task completed.
+    template <class WaitClock, class WaitDuration>
+    bool wait_until(const std::chrono::time_point<WaitClock, WaitDuration>& deadline) const
+    {
+        if (is_settled(state()))
+            return true;
+        waiters_.store(true);
+        parking_slot& slot = parking_slot_for(this);
+        std::unique_lock lock(slot.mutex);
+        return slot.completed.wait_until(lock, deadline, [this] { return is_settled(state()); });
+    }
+
+protected:
+    task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
+        : refs_(refs), kind_(kind), owner_(owner)
+    {}
+
+    virtual ~task() = default;
+
+    // pending → completing → `final`: runs `store` (which puts the outcome in place) only if the
+    // task was still pending, so a cancelled task drops its outcome.
+    template <class Store>
+    bool complete(future_state final, Store&& store) noexcept
+    {
+        future_state expected = future_state::pending;
+        if (!state_.compare_exchange_strong(expected, future_state::completing))
+            return false;
+        final = std::forward<Store>(store)() ? final : future_state::exceptional;
+        state_.store(final);
+        wake_waiters();
+        return true;
+    }
+
+    bool body_released() const noexcept { return body_released_; }
+
+private:
+    virtual void request_stop() noexcept {}
+    virtual void destroy_body() noexcept = 0;
+    virtual void destroy() noexcept = 0;
+
+    // Done for waiting purposes: completing and interrupting are about to settle.
+    static bool is_settled(future_state s) noexcept
+    {
+        return s != future_state::pending && s != future_state::completing &&
+               s != future_state::interrupting;
+    }
+
+    void wake_waiters() const noexcept
+    {
+        // With wait(): the waiter stores waiters_ then loads state_, we store state_ then load
+        // waiters_ (all sequentially consistent), so one of us sees the other's store.
+        if (waiters_.load())
+        {
+            parking_slot& slot = parking_slot_for(this);
+            {
+                std::lock_guard lock(slot.mutex); // a waiter between its check and its wait
+            }
+            slot.completed.notify_all();
+        }
+    }
+
+    std::atomic<std::uint32_t> refs_;
+    std::atomic<future_state> state_{future_state::pending};
+    mutable std::atomic<bool> waiters_{false};
+    const period_kind kind_;
+    bool body_released_ = false; // runner only
+    std::atomic<task_owner<Clock>*> owner_;
+};
+
+// A task's outcome: the value or the exception, in one union discriminated by the state.
+template <class R, class Clock>
+class result_task : public task<Clock>
+{
+public:
+    const R& value() const noexcept { return value_; }                  // state normal
+    const std::exception_ptr& error() const noexcept { return error_; } // state exceptional
+
+    void fail(std::exception_ptr e) noexcept final { set_exception(std::move(e)); }
+
+protected:
+    result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
+        : task<Clock>(kind, refs, owner)
+    {
+        // The union stays unconstructed until the task completes.
+    }
+
+    ~result_task() override
+    {
+        switch (this->state())
+        {
+        case future_state::normal:
+            value_.~R();
+            break;
+        case future_state::exceptional:
+            error_.~exception_ptr();
+            break;
+        default:
+            break;
+        }
+    }
+
+    bool set_value(R&& v) noexcept
+    {
+        return this->complete(future_state::normal, [&]() noexcept {
+            try
+            {
+                ::new (static_cast<void*>(&value_)) R(std::move(v));
+                return true;
+            }
+            catch (...) // R's move constructor threw: that is the task's outcome instead
+            {
+                ::new (static_cast<void*>(&error_)) std::exception_ptr(std::current_exception());
+                return false;
+            }
+        });
+    }
+
+    bool set_exception(std::exception_ptr e) noexcept
+    {
+        return this->complete(future_state::exceptional, [&]() noexcept {
+            ::new (static_cast<void*>(&error_)) std::exception_ptr(std::move(e));
+            return true;
+        });
+    }
+
+private:
+    union
+    {
+        R value_;
+        std::exception_ptr error_;
+    };
+};
+
+template <class Clock>
+class result_task<void, Clock> : public task<Clock>
+{
+public:
+    const std::exception_ptr& error() const noexcept { return error_; }
+
+    void fail(std::exception_ptr e) noexcept final { set_exception(std::move(e)); }
+
+protected:
+    result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
+        : task<Clock>(kind, refs, owner)
+    {}
+
+    bool set_value() noexcept
+    {
+        return this->complete(future_state::normal, []() noexcept { return true; });
+    }
+
+    bool set_exception(std::exception_ptr e) noexcept
+    {
+        return this->complete(future_state::exceptional, [&]() noexcept {
+            error_ = std::move(e);
+            return true;
+        });
+    }
+
+private:
+    std::exception_ptr error_;
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_TASK_HPP

@@ -1,0 +1,179 @@
+#ifndef SCHED_DETAIL_TASK_IMPL_HPP
+#define SCHED_DETAIL_TASK_IMPL_HPP
+
+#include <sched/detail/task.hpp>
+#include <sched/detail/time.hpp>
+
+#include <concepts>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+
+namespace sched::detail {
+
+// A body that takes a std::stop_token is told through it when its task is cancelled with
+// interruption or its pool stops; it is preferred over a call without arguments.
+template <class F>
+concept takes_stop_token = std::invocable<F&, std::stop_token>;
+
+template <class F>
+struct task_result
+{
+    using type = std::invoke_result_t<F&>;
+};
+
+template <takes_stop_token F>
+struct task_result<F>
+{
+    using type = std::invoke_result_t<F&, std::stop_token>;
+};
+
+// What a task made from the callable F returns.
+template <class F>
+using task_result_t = typename task_result<std::decay_t<F>>::type;
+
+template <class F>
+concept task_body = std::move_constructible<std::decay_t<F>> &&
+    (std::invocable<std::decay_t<F>&> || takes_stop_token<std::decay_t<F>>);
+
+struct no_stop_source
+{};
+
+template <class Duration>
+struct period_holder
+{
+    Duration period;
+};
+
+struct no_period
+{};
+
+// The concrete task: body F returning R; Periodic tasks re-run every period.
+template <class F, class R, class Clock, bool Periodic>
+class task_impl final : public result_task<R, Clock>
+{
+public:
+    using time_point = typename Clock::time_point;
+    using duration = typename Clock::duration;
+
+    template <class G>
+    task_impl(
+        G&& body, period_kind kind, duration period, std::uint32_t refs, task_owner<Clock>* owner)
+        : result_task<R, Clock>(kind, refs, owner), body_(std::forward<G>(body))
+    {
+        if constexpr (Periodic)
+            period_.period = period;
+    }
+
+    std::exception_ptr run(std::stop_token runner_stop) noexcept override
+    {
+        try
+        {
+            if constexpr (Periodic || std::is_void_v<R>)
+            {
+                invoke(runner_stop);
+                if constexpr (!Periodic)
+                    this->set_value();
+            }
+            else
+                this->set_value(invoke(runner_stop));
+            return nullptr;
+        }
+        catch (...)
+        {
+            std::exception_ptr e = std::current_exception();
+            this->set_exception(e);
+            return e;
+        }
+    }
+
+    time_point next_due(time_point ended) const noexcept override
+    {
+        if constexpr (Periodic)
+        {
+            const time_point from =
+                this->kind() == period_kind::fixed_rate ? this->due_time() : ended;
+            return saturating_add(from, period_.period);
+        }
+        else
+            return time_point::max();
+    }
+
+private:
+    ~task_impl() override
+    {
+        if (!this->body_released())
+            body_.~F();
+    }
+
+    decltype(auto) invoke(std::stop_token& runner_stop)
+    {
+        if constexpr (takes_stop_token<F>)
+        {
+            std::stop_callback forward_stop(runner_stop,
+                                            [this]() noexcept { stop_.request_stop(); });
+            return std::invoke(body_, stop_.get_token());
+        }
+        else
+            return std::invoke(body_);
+    }
+
+    void request_stop() noexcept override
+    {
+        if constexpr (takes_stop_token<F>)
+            stop_.request_stop();
+    }
+
+    void destroy_body() noexcept override { body_.~F(); }
+    void destroy() noexcept override { delete this; }
+
+    union // constructed by the constructor, destroyed early by release_body()
+    {
+        F body_;
+    };
+    [[no_unique_address]] std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop_source>
+        stop_;
+    [[no_unique_address]] std::conditional_t<Periodic, period_holder<duration>, no_period> period_;
+};
+
+// A body run through a wrapper from the pool's decorate_task hook. The wrapper gets a callable
+// that runs the body and must call it exactly once.
+template <class F, class Wrapper>
+class decorated
+{
+public:
+    decorated(F body, Wrapper wrapper) : body_(std::move(body)), wrapper_(std::move(wrapper)) {}
+
+    template <class... Args>
+    requires std::invocable<F&, Args...> std::invoke_result_t<F&, Args...>
+    operator()(Args&&... args)
+    {
+        using result = std::invoke_result_t<F&, Args...>;
+        std::conditional_t<std::is_void_v<result>, bool, std::optional<result>> outcome{};
+        auto run = [&] {
+            if constexpr (std::is_void_v<result>)
+            {
+                std::invoke(body_, std::forward<Args>(args)...);
+                outcome = true;
+            }
+            else
+                outcome.emplace(std::invoke(body_, std::forward<Args>(args)...));
+        };
+        wrapper_(std::function<void()>(std::ref(run))); // a reference: no allocation
+        if (!outcome)
+            throw std::logic_error("sched: a task wrapper from decorate_task did not run its task");
+        if constexpr (!std::is_void_v<result>)
+            return std::move(*outcome);
+    }
+
+private:
+    F body_;
+    Wrapper wrapper_;
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_TASK_IMPL_HPP

@@ -1,0 +1,15 @@
+#ifndef SCHED_DETAIL_THREAD_NAME_HPP
+#define SCHED_DETAIL_THREAD_NAME_HPP
+
+#include <cstddef>
+#include <string>
+
+namespace sched::detail {
+
+// Names the calling thread `base-index` where the platform allows (Linux: at most 15 characters,
+// so the base is cut to keep the index). Failure is ignored: a name is a debugging aid.
+void name_this_thread(const std::string& base, std::size_t index) noexcept;
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_THREAD_NAME_HPP

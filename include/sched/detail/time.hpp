@@ -1,0 +1,63 @@
+#ifndef SCHED_DETAIL_TIME_HPP
+#define SCHED_DETAIL_TIME_HPP
+
+#include <chrono>
+#include <ratio>
+#include <type_traits>
+
+namespace sched::detail {
+
+// Converts a duration, clamping to To's range instead of overflowing: hours::max() becomes
+// nanoseconds::max() (which sched reads as "never"), not a negative number.
+template <class To, class Rep, class Period>
+constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
+{
+    if constexpr (std::is_floating_point_v<Rep>)
+    {
+        if (!(d == d)) // NaN: no meaningful delay, treat it as zero
+            return To::zero();
+        // Compare in To's units with long double, which holds To's integral limits exactly.
+        using wide = std::chrono::duration<long double, typename To::period>;
+        const long double count = std::chrono::duration_cast<wide>(d).count();
+        if (count >= static_cast<long double>(To::max().count()))
+            return To::max();
+        if (count <= static_cast<long double>(To::min().count()))
+            return To::min();
+        return To(static_cast<typename To::rep>(count));
+    }
+    else if constexpr (std::ratio_less_equal_v<typename To::period, Period>)
+    {
+        // From is at least as coarse as To: check the bounds in From's units, where To's limits
+        // are representable, before multiplying.
+        using from = std::chrono::duration<std::common_type_t<Rep, typename To::rep>, Period>;
+        if (from(d) >= std::chrono::duration_cast<from>(To::max()))
+            return To::max();
+        if (from(d) <= std::chrono::duration_cast<from>(To::min()))
+            return To::min();
+    }
+    return std::chrono::duration_cast<To>(d);
+}
+
+// t + d, where a negative d counts as zero (a negative delay means "now", as in Java) and the
+// sum saturates at time_point::max(), which means "never".
+template <class TimePoint>
+constexpr TimePoint saturating_add(TimePoint t, typename TimePoint::duration d) noexcept
+{
+    using duration = typename TimePoint::duration;
+    if (d <= duration::zero())
+        return t;
+    if (t.time_since_epoch() > duration::max() - d)
+        return TimePoint::max();
+    return t + d;
+}
+
+// When a task scheduled with `delay` from now is due on Clock.
+template <class Clock, class Rep, class Period>
+typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay) noexcept
+{
+    return saturating_add(Clock::now(), saturating_cast<typename Clock::duration>(delay));
+}
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_TIME_HPP

@@ -1,0 +1,31 @@
+#ifndef SCHED_FUTURE_STATE_HPP
+#define SCHED_FUTURE_STATE_HPP
+
+#include <cstdint>
+
+namespace sched {
+
+/// The life of a scheduled task, as in Java's FutureTask.
+/**
+ * Possible transitions:
+ * - pending → completing → normal (the task returned)
+ * - pending → completing → exceptional (the task threw)
+ * - pending → cancelled (cancel(false))
+ * - pending → interrupting → interrupted (cancel(true))
+ *
+ * A periodic task stays pending between runs. A task that is running is still pending.
+ */
+enum class future_state : std::uint8_t
+{
+    pending,      ///< Not completed yet (Java's NEW); it may be queued or running.
+    completing,   ///< Its result is being stored; transient.
+    normal,       ///< It returned; get() gives the value.
+    exceptional,  ///< It threw; get() rethrows the exception.
+    cancelled,    ///< Cancelled without interruption.
+    interrupting, ///< Being cancelled with interruption; transient.
+    interrupted,  ///< Cancelled with interruption: a running task saw stop requested.
+};
+
+} // namespace sched
+
+#endif // SCHED_FUTURE_STATE_HPP

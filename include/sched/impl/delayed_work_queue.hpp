@@ -1,0 +1,399 @@
+#ifndef SCHED_IMPL_DELAYED_WORK_QUEUE_HPP
+#define SCHED_IMPL_DELAYED_WORK_QUEUE_HPP
+
+#include <sched/delayed_work_queue.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+// Debug builds verify the heap order and every task's recorded index after each mutation.
+#if !defined(SCHED_HEAP_CHECKS) && !defined(NDEBUG)
+#define SCHED_HEAP_CHECKS 1
+#endif
+
+namespace sched {
+
+template <class Clock>
+basic_delayed_work_queue<Clock>::basic_delayed_work_queue()
+    : waker_([this]() -> decltype(waker_) {
+          if constexpr (detail::notifying_clock<Clock>)
+              return clock_waker(*this);
+          else
+              return {};
+      }())
+{
+    if constexpr (detail::notifying_clock<Clock>)
+        Clock::add_listener(waker_);
+}
+
+template <class Clock>
+basic_delayed_work_queue<Clock>::~basic_delayed_work_queue()
+{
+    if constexpr (detail::notifying_clock<Clock>)
+        Clock::remove_listener(waker_);
+    clear();
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::size() const
+{
+    std::lock_guard lock(mutex_);
+    return heap_.size();
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::empty() const
+{
+    std::lock_guard lock(mutex_);
+    return heap_.empty();
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::peek() const -> node*
+{
+    std::lock_guard lock(mutex_);
+    return heap_.empty() ? nullptr : heap_.front().task;
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
+{
+    std::lock_guard lock(mutex_);
+    if (task.heap_index_ != not_queued)
+        throw std::invalid_argument("delayed_work_queue::push: task is already queued");
+    heap_.push_back(entry{due, next_seq_, &task}); // first: if it throws, nothing has changed
+    ++next_seq_;
+    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    const std::size_t at = sift_up(heap_.size() - 1);
+    check_invariants(at);
+    if (at != 0)
+        return false; // behind the head: no waiter needs to know
+    // A new, earlier head: whoever leads is sleeping until a later time.
+    leader_ = nullptr;
+    available_.notify_one();
+    return true;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::take(std::stop_token stop) -> node*
+{
+    return take_until(time_point::max(), stop);
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::poll() -> node*
+{
+    std::lock_guard lock(mutex_);
+    if (heap_.empty() || Clock::now() < heap_.front().due)
+        return nullptr;
+    return pop_head();
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::poll_until(time_point deadline, std::stop_token stop) -> node*
+{
+    return take_until(deadline, stop);
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
+{
+    std::lock_guard lock(mutex_);
+    const std::size_t i = task.heap_index_;
+    if (i >= heap_.size() || heap_[i].task != &task) // not queued, or queued elsewhere
+        return false;
+    remove_at(i);
+    return true;
+}
+
+template <class Clock>
+template <class OutputIt>
+std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max_tasks)
+{
+    std::lock_guard lock(mutex_);
+    const time_point now = Clock::now();
+    std::size_t moved = 0;
+    while (moved < max_tasks && !heap_.empty() && heap_.front().due <= now)
+    {
+        *out = heap_.front().task; // first: if it throws, the task stays queued
+        ++out;
+        pop_head();
+        ++moved;
+    }
+    return moved;
+}
+
+template <class Clock>
+template <class Predicate, class OutputIt>
+std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt out)
+{
+    std::lock_guard lock(mutex_);
+    // Compact the kept entries to the front, then restore the heap once: O(n), however many go.
+    std::size_t kept = 0;
+    std::size_t i = 0;
+    try
+    {
+        for (; i < heap_.size(); ++i)
+        {
+            node* const task = heap_[i].task;
+            if (pred(*task))
+            {
+                *out = task;
+                ++out;
+                task->heap_index_ = not_queued;
+            }
+            else
+                heap_[kept++] = heap_[i];
+        }
+    }
+    catch (...)
+    {
+        for (; i < heap_.size(); ++i) // keep everything not yet moved
+            heap_[kept++] = heap_[i];
+        heap_.resize(kept);
+        rebuild();
+        throw;
+    }
+    const std::size_t moved = heap_.size() - kept;
+    heap_.resize(kept);
+    rebuild();
+    // Removing tasks can only make the head later, so no waiter needs waking.
+    return moved;
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
+{
+    std::lock_guard lock(mutex_);
+    for (entry& e : heap_)
+        e.task->heap_index_ = not_queued;
+    const std::size_t cleared = heap_.size();
+    std::vector<entry>().swap(heap_);
+    return cleared;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::take_until(time_point deadline, std::stop_token& stop)
+    -> node*
+{
+    // Declared before the lock so that it is destroyed after unlocking: its destructor waits for
+    // a running callback, and the callback takes the lock.
+    std::optional<std::stop_callback<stop_waker>> on_stop;
+    std::unique_lock lock(mutex_);
+    const void* const self = &lock; // identifies this waiter as leader
+    node* taken = nullptr;
+    for (;;)
+    {
+        if (stop.stop_requested())
+            break;
+        const time_point now = Clock::now();
+        if (!heap_.empty() && heap_.front().due <= now)
+        {
+            taken = pop_head();
+            break;
+        }
+        if (deadline <= now)
+            break;
+        if (stop.stop_possible() && !on_stop)
+        {
+            // About to block: register for the stop request, without the lock since the
+            // callback runs at once if stop was already requested.
+            lock.unlock();
+            on_stop.emplace(stop, stop_waker{this});
+            lock.lock();
+            continue;
+        }
+        if (heap_.empty() || leader_ != nullptr || deadline < heap_.front().due)
+        {
+            // A follower (or a poller whose deadline comes first): sleep until woken.
+            wait_until(lock, deadline);
+        }
+        else
+        {
+            leader_ = self;
+            wait_until(lock, heap_.front().due);
+            if (leader_ == self)
+                leader_ = nullptr;
+        }
+    }
+    // Leaving: if nobody leads and tasks remain, hand the leadership on.
+    if (leader_ == nullptr && !heap_.empty())
+        available_.notify_one();
+    return taken;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::wait_until(std::unique_lock<std::mutex>& lock, time_point t)
+{
+    if constexpr (detail::notifying_clock<Clock>)
+        available_.wait(lock); // the clock wakes us when it moves
+    else if (t == time_point::max())
+        available_.wait(lock);
+    else
+        available_.wait_until(lock, t);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::wake_all() noexcept
+{
+    // Under the lock: a waiter that has just read the clock or the stop state is then blocked.
+    std::lock_guard lock(mutex_);
+    available_.notify_all();
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::place(std::size_t i, const entry& e) noexcept
+{
+    heap_[i] = e;
+    e.task->heap_index_ = i;
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::sift_up(std::size_t i) noexcept
+{
+    const entry moving = heap_[i];
+    while (i > 0)
+    {
+        const std::size_t parent = (i - 1) / arity;
+        if (!earlier(moving, heap_[parent]))
+            break;
+        place(i, heap_[parent]);
+        i = parent;
+    }
+    place(i, moving);
+    return i;
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::sift_down(std::size_t i) noexcept
+{
+    const entry moving = heap_[i];
+    const std::size_t n = heap_.size();
+    for (;;)
+    {
+        const std::size_t first = arity * i + 1;
+        if (first >= n)
+            break;
+        const std::size_t last = first + arity < n ? first + arity : n;
+        std::size_t best = first;
+        for (std::size_t c = first + 1; c < last; ++c)
+        {
+            if (earlier(heap_[c], heap_[best]))
+                best = c;
+        }
+        if (!earlier(heap_[best], moving))
+            break;
+        place(i, heap_[best]);
+        i = best;
+    }
+    place(i, moving);
+    return i;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::rebuild() noexcept
+{
+    for (std::size_t i = 0; i < heap_.size(); ++i)
+        heap_[i].task->heap_index_ = i;
+    if (heap_.size() > 1)
+    {
+        for (std::size_t i = (heap_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
+            sift_down(i);
+    }
+    release_spare_capacity();
+    check_invariants(0);
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::pop_head() noexcept -> node*
+{
+    node* const head = heap_.front().task;
+    remove_at(0);
+    return head;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
+{
+    node* const task = heap_[i].task;
+    const entry last = heap_.back();
+    heap_.pop_back();
+    std::size_t at = i;
+    if (i < heap_.size())
+    {
+        // The last entry fills the hole: sift it down, and up if it did not move down.
+        place(i, last);
+        at = sift_down(i);
+        if (at == i)
+            at = sift_up(i);
+    }
+    task->heap_index_ = not_queued;
+    release_spare_capacity();
+    check_invariants(at);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::release_spare_capacity() noexcept
+{
+    // Halve the array once it is three quarters empty, so that cancelling a mass of tasks gives
+    // their memory back; amortised O(1), and never thrashing around one size.
+    const std::size_t capacity = heap_.capacity();
+    if (capacity < 2 * min_capacity || heap_.size() > capacity / 4)
+        return;
+    try
+    {
+        std::vector<entry> smaller;
+        smaller.reserve(capacity / 2);
+        smaller.assign(heap_.begin(), heap_.end());
+        heap_.swap(smaller);
+    }
+    catch (const std::bad_alloc&)
+    {
+        // Keeping the larger array is always correct.
+    }
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::check_invariants(
+    [[maybe_unused]] std::size_t touched) const noexcept
+{
+#if SCHED_HEAP_CHECKS
+    // Everything for small heaps; around the entry that moved last for large ones, so that debug
+    // builds stay usable with millions of tasks.
+    constexpr std::size_t full_check_limit = 4096;
+    const auto check = [this](std::size_t i) {
+        if (heap_[i].task->heap_index_ != i)
+        {
+            std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records index %zu\n", i,
+                         heap_[i].task->heap_index_);
+            std::abort();
+        }
+        if (i > 0 && earlier(heap_[i], heap_[(i - 1) / arity]))
+        {
+            std::fprintf(stderr, "sched: delayed_work_queue: heap order broken at %zu\n", i);
+            std::abort();
+        }
+    };
+    if (heap_.size() <= full_check_limit)
+    {
+        for (std::size_t i = 0; i < heap_.size(); ++i)
+            check(i);
+    }
+    else if (touched < heap_.size())
+    {
+        check(touched);
+        for (std::size_t c = arity * touched + 1; c <= arity * touched + arity; ++c)
+        {
+            if (c < heap_.size())
+                check(c);
+        }
+    }
+#endif
+}
+
+} // namespace sched
+
+#endif // SCHED_IMPL_DELAYED_WORK_QUEUE_HPP

@@ -1,0 +1,424 @@
+#ifndef SCHED_IMPL_SCHEDULED_THREAD_POOL_HPP
+#define SCHED_IMPL_SCHEDULED_THREAD_POOL_HPP
+
+#include <sched/error.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <sched/detail/thread_name.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace sched {
+namespace detail {
+
+// Hooks must not throw: a worker has nobody to report to (noexcept makes that std::terminate).
+template <class Hook, class... Args>
+void call_hook(const Hook& hook, Args&&... args) noexcept
+{
+    if (hook)
+        hook(std::forward<Args>(args)...);
+}
+
+inline pool_options options_with_threads(std::size_t threads)
+{
+    pool_options options;
+    options.threads = threads;
+    return options;
+}
+
+} // namespace detail
+
+template <class Clock>
+basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(std::size_t threads)
+    : basic_scheduled_thread_pool(detail::options_with_threads(threads))
+{}
+
+template <class Clock>
+basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options options)
+    : options_(std::move(options))
+{
+    if (options_.threads == 0)
+        throw std::invalid_argument("scheduled_thread_pool: needs at least one thread");
+    workers_.reserve(options_.threads);
+    live_workers_.store(options_.threads);
+    try
+    {
+        for (std::size_t i = 0; i < options_.threads; ++i)
+            workers_.emplace_back([this, i] { worker_main(i); });
+    }
+    catch (...)
+    {
+        live_workers_.fetch_sub(options_.threads - workers_.size());
+        state_.store(run_state::stopped);
+        stop_.request_stop();
+        for (std::thread& worker : workers_)
+            worker.join();
+        throw;
+    }
+}
+
+template <class Clock>
+basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
+{
+    (void)shutdown_now(); // the dropped handles cancel their tasks
+    for (std::thread& worker : workers_)
+        worker.join(); // throws, hence terminates, if a task destroys its own pool
+}
+
+template <class Clock>
+template <class F>
+requires detail::task_body<F>
+auto basic_scheduled_thread_pool<Clock>::schedule_at(time_point due, F&& f)
+    -> future_type<detail::task_result_t<F>>
+{
+    check_not_empty(f);
+    return make_and_queue<detail::task_result_t<F>, false>(
+        std::forward<F>(f), due, detail::period_kind::one_shot, duration::zero());
+}
+
+template <class Clock>
+template <class F, class Rep1, class Period1, class Rep2, class Period2>
+requires detail::task_body<F>
+auto basic_scheduled_thread_pool<Clock>::schedule_at_fixed_rate(
+    std::chrono::duration<Rep1, Period1> initial_delay,
+    std::chrono::duration<Rep2, Period2> period,
+    F&& f) -> future_type<void>
+{
+    static_assert(std::is_void_v<detail::task_result_t<F>>, "a periodic task returns void");
+    const duration checked = checked_period(period);
+    check_not_empty(f);
+    return make_and_queue<void, true>(std::forward<F>(f), detail::due_after<Clock>(initial_delay),
+                                      detail::period_kind::fixed_rate, checked);
+}
+
+template <class Clock>
+template <class F, class Rep1, class Period1, class Rep2, class Period2>
+requires detail::task_body<F>
+auto basic_scheduled_thread_pool<Clock>::schedule_with_fixed_delay(
+    std::chrono::duration<Rep1, Period1> initial_delay,
+    std::chrono::duration<Rep2, Period2> delay,
+    F&& f) -> future_type<void>
+{
+    static_assert(std::is_void_v<detail::task_result_t<F>>, "a periodic task returns void");
+    const duration checked = checked_period(delay);
+    check_not_empty(f);
+    return make_and_queue<void, true>(std::forward<F>(f), detail::due_after<Clock>(initial_delay),
+                                      detail::period_kind::fixed_delay, checked);
+}
+
+template <class Clock>
+template <class F>
+requires detail::task_body<F>
+void basic_scheduled_thread_pool<Clock>::execute(F&& f)
+{
+    check_not_empty(f);
+    (void)make_and_queue<detail::task_result_t<F>, false>(
+        std::forward<F>(f), Clock::now(), detail::period_kind::one_shot, duration::zero());
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::shutdown()
+{
+    run_state expected = run_state::running;
+    if (!state_.compare_exchange_strong(expected, run_state::shutdown))
+        return;
+    // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
+    std::vector<typename queue_type::node*> dropped;
+    queue_.remove_if(
+        [this](typename queue_type::node& n) {
+            const auto& t = static_cast<const task_type&>(n);
+            return t.state() != future_state::pending || !may_run(t);
+        },
+        std::back_inserter(dropped));
+    for (typename queue_type::node* n : dropped)
+    {
+        task_ptr t(static_cast<task_type*>(n), false);
+        t->cancel(false);
+        retire(std::move(t));
+    }
+    if (pending_.load() == 0)
+        stop_.request_stop(); // nothing queued or running: the workers may go
+}
+
+template <class Clock>
+auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_handle_type>
+{
+    state_.store(run_state::stopped);
+    std::vector<typename queue_type::node*> taken;
+    queue_.remove_if([](const typename queue_type::node&) { return true; },
+                     std::back_inserter(taken));
+    std::stable_sort(taken.begin(), taken.end(),
+                     [](const auto* a, const auto* b) { return a->due_time() < b->due_time(); });
+    std::vector<task_handle_type> never_ran;
+    never_ran.reserve(taken.size());
+    for (typename queue_type::node* n : taken)
+    {
+        task_ptr t(static_cast<task_type*>(n), false);
+        t->set_owner(nullptr); // the handle decides now; the pool may be gone by then
+        if (t->state() == future_state::pending)
+            never_ran.push_back(task_handle_type(t.detach()));
+        else
+            t->release_body(); // cancelled while queued: its future knows already
+        finish_pending();
+    }
+    stop_.request_stop();
+    return never_ran;
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::is_shutdown() const noexcept
+{
+    return state_.load() != run_state::running;
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::is_terminated() const noexcept
+{
+    std::lock_guard lock(termination_mutex_);
+    return terminated_;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::await_termination()
+{
+    std::unique_lock lock(termination_mutex_);
+    terminated_cv_.wait(lock, [this] { return terminated_; });
+}
+
+template <class Clock>
+template <class R, bool Periodic, class F>
+auto basic_scheduled_thread_pool<Clock>::make_and_queue(F&& f,
+                                                        time_point due,
+                                                        detail::period_kind kind,
+                                                        duration period) -> future_type<R>
+{
+    if (options_.decorate_task)
+    {
+        if (task_wrapper wrapper = options_.decorate_task())
+        {
+            return make_and_queue_body<R, Periodic>(
+                detail::decorated<std::decay_t<F>, task_wrapper>(std::forward<F>(f),
+                                                                 std::move(wrapper)),
+                due, kind, period);
+        }
+    }
+    return make_and_queue_body<R, Periodic>(std::forward<F>(f), due, kind, period);
+}
+
+template <class Clock>
+template <class R, bool Periodic, class F>
+auto basic_scheduled_thread_pool<Clock>::make_and_queue_body(F&& f,
+                                                             time_point due,
+                                                             detail::period_kind kind,
+                                                             duration period) -> future_type<R>
+{
+    using task_impl = detail::task_impl<std::decay_t<F>, R, Clock, Periodic>;
+    // Two references: the future's, and the runner's, which queue_new() hands on.
+    auto* t = new task_impl(std::forward<F>(f), kind, period, 2, this);
+    future_type<R> future(t);
+    queue_new(*t, due);
+    return future;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
+{
+    // Counted before the state is checked: shutdown() stores the state before it reads the
+    // count, so either it waits for this task or this call sees the shutdown.
+    take_pending();
+    if (state_.load() != run_state::running)
+    {
+        finish_pending();
+        reject(t);
+        return;
+    }
+    try
+    {
+        queue_.push(t, due);
+    }
+    catch (...)
+    {
+        t.set_owner(nullptr);
+        t.release_body();
+        t.release();
+        finish_pending();
+        throw;
+    }
+    // Java's delayedExecute: a shutdown between the check and the push may have missed this
+    // task; apply the policies to it here.
+    if (state_.load() != run_state::running && !may_run(t) && queue_.remove(t))
+    {
+        t.cancel(false);
+        retire(task_ptr(&t, false));
+    }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
+{
+    t.set_owner(nullptr);
+    task_handle_type handle(&t); // takes the runner's reference; dropping it cancels the task
+    switch (options_.rejection)
+    {
+    case rejection_policy::abort:
+        throw rejected_execution(error::shutdown, "scheduled_thread_pool: shut down");
+    case rejection_policy::caller_runs:
+        handle.run();
+        return;
+    case rejection_policy::discard:
+    case rejection_policy::discard_oldest:
+        handle.cancel();
+        return;
+    }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
+{
+    detail::name_this_thread(options_.thread_name, index);
+    detail::call_hook(options_.on_thread_start, index);
+    const std::stop_token stop = stop_.get_token();
+    while (typename queue_type::node* n = queue_.take(stop))
+        run(task_ptr(static_cast<task_type*>(n), false), stop);
+    detail::call_hook(options_.on_thread_stop, index);
+    if (live_workers_.fetch_sub(1) == 1)
+    {
+        std::lock_guard lock(termination_mutex_);
+        terminated_ = true;
+        terminated_cv_.notify_all();
+    }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& stop)
+{
+    if (t->state() != future_state::pending) // cancelled while queued, remove_on_cancel off
+    {
+        retire(std::move(t));
+        return;
+    }
+    if (!may_run(*t)) // Java: canRunInCurrentRunState
+    {
+        t->cancel(false);
+        retire(std::move(t));
+        return;
+    }
+    detail::call_hook(options_.before_execute);
+    std::exception_ptr error = t->run(stop);
+    detail::call_hook(options_.after_execute, std::move(error));
+    if (t->is_periodic() && t->state() == future_state::pending)
+    {
+        if (may_run(*t))
+        {
+            const time_point next = t->next_due(Clock::now());
+            requeue(std::move(t), next);
+            return;
+        }
+        t->cancel(false);
+    }
+    retire(std::move(t));
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due)
+{
+    task_ptr keep = t; // once queued, another worker may run and release it before the check
+    try
+    {
+        queue_.push(*t, due);
+    }
+    catch (...)
+    {
+        t->fail(std::current_exception()); // cannot run again: its future learns why
+        retire(std::move(t));
+        return;
+    }
+    (void)t.detach(); // the queue holds the runner's reference now
+    // A cancel or a shutdown that came while the task ran could not take it out of the queue.
+    const bool drop =
+        keep->state() != future_state::pending ? options_.remove_on_cancel : !may_run(*keep);
+    if (drop && queue_.remove(*keep))
+    {
+        keep->cancel(false); // no effect if it was already cancelled
+        retire(task_ptr(keep.get(), false));
+    }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
+{
+    t->release_body();
+    t.reset();
+    finish_pending();
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::may_run(const task_type& t) const noexcept
+{
+    switch (state_.load())
+    {
+    case run_state::running:
+        return true;
+    case run_state::shutdown:
+        return t.is_periodic() ? options_.continue_existing_periodic_tasks_after_shutdown
+                               : options_.execute_existing_delayed_tasks_after_shutdown;
+    case run_state::stopped:
+        break;
+    }
+    return false;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
+{
+    // Called by cancel() on any thread, which holds a reference to t.
+    if (options_.remove_on_cancel && queue_.remove(t))
+        retire(task_ptr(&t, false));
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
+{
+    pending_.fetch_add(1);
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
+{
+    // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check).
+    if (pending_.fetch_sub(1) == 1 && state_.load() != run_state::running)
+        stop_.request_stop();
+}
+
+template <class Clock>
+template <class F>
+void basic_scheduled_thread_pool<Clock>::check_not_empty(const F& f)
+{
+    using body = std::decay_t<F>;
+    bool empty = false;
+    if constexpr (std::is_pointer_v<body> || std::is_member_pointer_v<body>)
+        empty = static_cast<body>(f) == nullptr;
+    else if constexpr (requires(const body& b) { b.operator bool(); })
+        empty = !static_cast<bool>(f);
+    if (empty)
+        throw std::invalid_argument("scheduled_thread_pool: empty callable");
+}
+
+template <class Clock>
+template <class Rep, class Period>
+auto basic_scheduled_thread_pool<Clock>::checked_period(std::chrono::duration<Rep, Period> period)
+    -> duration
+{
+    if (!(period > std::chrono::duration<Rep, Period>::zero()))
+        throw std::invalid_argument("scheduled_thread_pool: period must be positive");
+    // At least one tick: a period below the clock's resolution must still move forward.
+    return std::max(detail::saturating_cast<duration>(period), duration(1));
+}
+
+} // namespace sched
+
+#endif // SCHED_IMPL_SCHEDULED_THREAD_POOL_HPP

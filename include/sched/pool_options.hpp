@@ -1,0 +1,85 @@
+#ifndef SCHED_POOL_OPTIONS_HPP
+#define SCHED_POOL_OPTIONS_HPP
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <string>
+
+namespace sched {
+
+/// What a pool does with a task scheduled after shutdown (Java's RejectedExecutionHandler).
+/**
+ * Whatever the policy, the caller learns the task's fate: an exception, a completed future, or a
+ * future that reports cancellation.
+ */
+enum class rejection_policy
+{
+    /// Throw sched::rejected_execution (code sched::error::shutdown); nothing is scheduled.
+    abort,
+    /// Run the task on the calling thread before the scheduling call returns, ignoring its delay;
+    /// a periodic task runs once and then ends cancelled. (Java's CallerRunsPolicy discards a
+    /// task once the pool is shut down; this one runs it.)
+    caller_runs,
+    /// Do not run the task; the returned future reports it cancelled.
+    discard,
+    /// Java's DiscardOldestPolicy: once the pool is shut down there is no older task to make
+    /// room for it, so the new task is discarded as with `discard`.
+    discard_oldest,
+};
+
+/// Wraps every run of one task; it must call `run` exactly once. See pool_options::decorate_task.
+using task_wrapper = std::function<void(const std::function<void()>& run)>;
+
+/// How a scheduled_thread_pool is built and behaves.
+/**
+ * The three policies keep Java's names. remove_on_cancel defaults to true, unlike Java, where a
+ * cancelled task stays queued (holding its memory and whatever it captured) until it would have
+ * been due.
+ *
+ * Hooks run on the pool's threads (decorate_task: on the scheduling thread) and must not throw;
+ * an exception escaping a hook calls std::terminate.
+ */
+struct pool_options
+{
+    /// Worker threads, at least 1.
+    std::size_t threads = 1;
+
+    /// Workers are named `thread_name-0`, `thread_name-1`, ... (cut to 15 characters on Linux).
+    std::string thread_name = "sched";
+
+    /// Whether periodic tasks keep running after shutdown() (Java's default: false).
+    bool continue_existing_periodic_tasks_after_shutdown = false;
+
+    /// Whether delayed one-shot tasks still run after shutdown() (Java's default: true).
+    bool execute_existing_delayed_tasks_after_shutdown = true;
+
+    /// Whether a cancelled task leaves the queue at once (true) or when it would have been due
+    /// (false, Java's default).
+    bool remove_on_cancel = true;
+
+    /// What happens to tasks scheduled after shutdown.
+    rejection_policy rejection = rejection_policy::abort;
+
+    /// Runs first on each new worker, given its index: set affinity or priority here.
+    std::function<void(std::size_t worker)> on_thread_start;
+
+    /// Runs last on each worker before it exits.
+    std::function<void(std::size_t worker)> on_thread_stop;
+
+    /// Runs on the worker before each run of a task (Java's beforeExecute).
+    std::function<void()> before_execute;
+
+    /// Runs on the worker after each run of a task, with what the run threw, or null (Java's
+    /// afterExecute).
+    std::function<void(std::exception_ptr)> after_execute;
+
+    /// Runs on the scheduling thread for every new task (in the spirit of Java's decorateTask);
+    /// the wrapper it returns, if not empty, wraps every run of that task. Use it to carry
+    /// context (a trace id, a logging context) from where a task is scheduled to where it runs.
+    std::function<task_wrapper()> decorate_task;
+};
+
+} // namespace sched
+
+#endif // SCHED_POOL_OPTIONS_HPP

@@ -1,0 +1,247 @@
+#ifndef SCHED_SCHEDULED_THREAD_POOL_HPP
+#define SCHED_SCHEDULED_THREAD_POOL_HPP
+
+#include <sched/delayed_work_queue.hpp>
+#include <sched/pool_options.hpp>
+#include <sched/scheduled_future.hpp>
+#include <sched/task_handle.hpp>
+
+#include <sched/detail/task.hpp>
+#include <sched/detail/task_impl.hpp>
+#include <sched/detail/time.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+namespace sched {
+
+/// Worker threads running one-shot and periodic tasks when they are due: Java's
+/// ScheduledThreadPoolExecutor.
+/**
+ * Tasks wait in a basic_delayed_work_queue; the workers take them as they become due. A task is
+ * any callable taking no arguments, or a std::stop_token (which is then told when the task is
+ * cancelled with interruption or the pool stops). Scheduling returns a
+ * basic_scheduled_future for the task's result and for cancelling it.
+ *
+ * A task's exception goes to its future (and to the after_execute hook), never out of a worker:
+ * workers do not die. A periodic task never runs concurrently with itself; an exception ends it,
+ * and its future's get() rethrows it.
+ *
+ * Bad input: a zero or negative period throws std::invalid_argument and an empty callable (a
+ * null function pointer or empty std::function) throws std::invalid_argument, scheduling nothing.
+ * A negative delay means "now". Delays and periods too large for the clock saturate: a task due
+ * at time_point::max() never runs.
+ *
+ * Destroying the pool is shutdown_now(), dropping the handed-back tasks (their futures report
+ * cancellation), then joining the workers after their current runs. To let delayed tasks run
+ * first, call shutdown() and await_termination() before.
+ *
+ * @tparam Clock The clock that due times are read on (std::chrono::steady_clock by default;
+ * sched::manual_clock in tests).
+ *
+ * @par Thread safety
+ * Distinct objects: Safe. Shared objects: Safe, except that the destructor must not run
+ * concurrently with any other use of the pool or of its futures.
+ */
+template <class Clock = std::chrono::steady_clock>
+class basic_scheduled_thread_pool : private detail::task_owner<Clock>
+{
+public:
+    using clock_type = Clock;
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+    using queue_type = basic_delayed_work_queue<Clock>;
+    using task_handle_type = basic_task_handle<Clock>;
+    template <class R>
+    using future_type = basic_scheduled_future<R, Clock>;
+
+    /// Starts @p threads workers with default options.
+    /** @throws std::invalid_argument if @p threads is 0. */
+    explicit basic_scheduled_thread_pool(std::size_t threads);
+
+    /// Starts `options.threads` workers.
+    /** @throws std::invalid_argument if `options.threads` is 0. */
+    explicit basic_scheduled_thread_pool(pool_options options);
+
+    /// shutdown_now(), cancelling what had not started, then joins the workers.
+    ~basic_scheduled_thread_pool();
+
+    basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;
+    basic_scheduled_thread_pool& operator=(const basic_scheduled_thread_pool&) = delete;
+
+    /// The options the pool was built with.
+    const pool_options& options() const noexcept { return options_; }
+
+    /// The number of worker threads.
+    std::size_t thread_count() const noexcept { return options_.threads; }
+
+    /// The queue of tasks waiting to run, to observe (Java's getQueue()).
+    const queue_type& queue() const noexcept { return queue_; }
+
+    /// Runs @p f once, @p delay from now.
+    /**
+     * @returns A future for what @p f returns.
+     * @throws std::invalid_argument if @p f is empty.
+     * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
+     */
+    template <class F, class Rep, class Period>
+    requires detail::task_body<F> future_type<detail::task_result_t<F>>
+    schedule(std::chrono::duration<Rep, Period> delay, F&& f)
+    {
+        return schedule_at(detail::due_after<Clock>(delay), std::forward<F>(f));
+    }
+
+    /// Runs @p f once, when the clock reaches @p due.
+    /** @copydetails schedule */
+    template <class F>
+    requires detail::task_body<F> future_type<detail::task_result_t<F>> schedule_at(time_point due,
+                                                                                    F&& f);
+
+    /// Runs @p f first @p initial_delay from now, then every @p period on a fixed grid: the k-th
+    /// run is due at first + k·period, whenever the previous runs happened (Java's
+    /// scheduleAtFixedRate). After a stall, missed runs follow one another at once.
+    /**
+     * @p f returns void. The future completes only when the task ends: cancelled, or failed with
+     * what @p f threw.
+     * @throws std::invalid_argument if @p period is not positive or @p f is empty.
+     * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
+     */
+    template <class F, class Rep1, class Period1, class Rep2, class Period2>
+    requires detail::task_body<F> future_type<void>
+    schedule_at_fixed_rate(std::chrono::duration<Rep1, Period1> initial_delay,
+                           std::chrono::duration<Rep2, Period2> period,
+                           F&& f);
+
+    /// Runs @p f first @p initial_delay from now, then again @p delay after each run ends (Java's
+    /// scheduleWithFixedDelay).
+    /** @copydetails schedule_at_fixed_rate */
+    template <class F, class Rep1, class Period1, class Rep2, class Period2>
+    requires detail::task_body<F> future_type<void>
+    schedule_with_fixed_delay(std::chrono::duration<Rep1, Period1> initial_delay,
+                              std::chrono::duration<Rep2, Period2> delay,
+                              F&& f);
+
+    /// Runs @p f as soon as a worker is free; returns a future for its result.
+    /** @copydetails schedule */
+    template <class F>
+    requires detail::task_body<F> future_type<detail::task_result_t<F>> submit(F&& f)
+    {
+        return schedule_at(Clock::now(), std::forward<F>(f));
+    }
+
+    /// Runs @p f as soon as a worker is free, without a future: what it throws reaches only the
+    /// after_execute hook.
+    /** @copydetails schedule */
+    template <class F>
+    requires detail::task_body<F>
+    void execute(F&& f);
+
+    /// Accepts no new tasks; queued tasks run or are cancelled according to the policies.
+    /**
+     * Periodic tasks stop unless continue_existing_periodic_tasks_after_shutdown; delayed
+     * one-shot tasks still run when due unless execute_existing_delayed_tasks_after_shutdown is
+     * false. Cancelled tasks are cancelled with their futures told. Does not wait: see
+     * await_termination(). Calling it again has no effect.
+     */
+    void shutdown();
+
+    /// Accepts no new tasks, takes every queued task out, and stops the workers after their
+    /// current runs; running tasks that take a std::stop_token see stop requested.
+    /**
+     * @returns The tasks that never ran, in due order. Each handle runs or cancels its task;
+     * dropping it cancels the task, so its future learns it did not run.
+     */
+    std::vector<task_handle_type> shutdown_now();
+
+    /// Whether shutdown() or shutdown_now() was called.
+    bool is_shutdown() const noexcept;
+
+    /// Whether the pool is shut down and every worker has exited.
+    bool is_terminated() const noexcept;
+
+    /// Blocks until the pool has terminated.
+    void await_termination();
+
+    /// Blocks until the pool has terminated or @p timeout of real time passes.
+    /** @returns whether the pool has terminated. */
+    template <class Rep, class Period>
+    bool await_termination(std::chrono::duration<Rep, Period> timeout)
+    {
+        std::unique_lock lock(termination_mutex_);
+        return terminated_cv_.wait_until(lock,
+                                         detail::due_after<std::chrono::steady_clock>(timeout),
+                                         [this] { return terminated_; });
+    }
+
+private:
+    using task_type = detail::task<Clock>;
+    using task_ptr = boost::intrusive_ptr<task_type>;
+
+    enum class run_state
+    {
+        running,
+        shutdown, // no new tasks; queued ones per the policies
+        stopped,  // shutdown_now: nothing more runs
+    };
+
+    // Makes the task for @p f (decorated if the pool has a decorate_task hook) and queues it.
+    template <class R, bool Periodic, class F>
+    future_type<R> make_and_queue(F&& f, time_point due, detail::period_kind kind, duration period);
+
+    template <class R, bool Periodic, class F>
+    future_type<R>
+    make_and_queue_body(F&& f, time_point due, detail::period_kind kind, duration period);
+
+    // Queues a new task the caller holds a reference to, plus the runner's reference it hands
+    // over. Applies the rejection policy if the pool is shut down.
+    void queue_new(task_type& t, time_point due);
+    void reject(task_type& t);
+
+    void worker_main(std::size_t index);
+    void run(task_ptr t, const std::stop_token& stop);
+    void requeue(task_ptr t, time_point due);
+    void retire(task_ptr t) noexcept;
+
+    bool may_run(const task_type& t) const noexcept;
+    void on_cancelled(task_type& t) noexcept override;
+    void take_pending() noexcept;
+    void finish_pending() noexcept;
+
+    template <class F>
+    static void check_not_empty(const F& f);
+
+    template <class Rep, class Period>
+    static duration checked_period(std::chrono::duration<Rep, Period> period);
+
+    const pool_options options_;
+    queue_type queue_;
+    std::atomic<run_state> state_{run_state::running};
+    // Tasks accepted and not yet finished: queued, or taken by a worker. When it reaches zero
+    // after shutdown, nothing can be queued again and the workers are stopped.
+    std::atomic<std::size_t> pending_{0};
+    std::stop_source stop_; // the workers exit; running stop-token tasks see it
+    std::vector<std::thread> workers_;
+    std::atomic<std::size_t> live_workers_{0};
+    mutable std::mutex termination_mutex_;
+    std::condition_variable terminated_cv_;
+    bool terminated_ = false; // guarded by termination_mutex_
+};
+
+/// The pool on std::chrono::steady_clock.
+using scheduled_thread_pool = basic_scheduled_thread_pool<>;
+
+} // namespace sched
+
+#include <sched/impl/scheduled_thread_pool.hpp>
+
+namespace sched {
+extern template class basic_scheduled_thread_pool<std::chrono::steady_clock>;
+} // namespace sched
+
+#endif // SCHED_SCHEDULED_THREAD_POOL_HPP

@@ -1,0 +1,27 @@
+#ifndef SCHED_TEST_SUPPORT_WAIT_HPP
+#define SCHED_TEST_SUPPORT_WAIT_HPP
+
+#include <chrono>
+#include <thread>
+
+namespace sched::test {
+
+// Yields until `condition()` holds; false only if that took absurdly long (a hung test fails
+// instead of hanging). For states that have no event to block on, such as "the worker has put
+// the periodic task back in the queue".
+template <class Condition>
+bool eventually(Condition condition)
+{
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!condition())
+    {
+        if (std::chrono::steady_clock::now() > give_up)
+            return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
+} // namespace sched::test
+
+#endif

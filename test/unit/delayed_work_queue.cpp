@@ -1,0 +1,493 @@
+#include <sched/delayed_work_queue.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <iterator>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "support/manual_clock_fixture.hpp"
+#include "support/test_task.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+using sched::test::id_of;
+using sched::test::test_task;
+
+namespace {
+
+using queue_type = sched::basic_delayed_work_queue<manual_clock>;
+using node = queue_type::node;
+
+struct queue_fixture : sched::test::manual_clock_fixture
+{
+    // Declared before the queue: tasks must outlive their stay in it, and a test may end with
+    // tasks still queued.
+    std::deque<test_task> storage;
+    queue_type queue;
+
+    test_task& make(int id) { return storage.emplace_back(id); }
+
+    std::vector<int> poll_all()
+    {
+        std::vector<int> ids;
+        while (node* n = queue.poll())
+            ids.push_back(id_of(n));
+        return ids;
+    }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_delayed_work_queue, queue_fixture)
+
+BOOST_AUTO_TEST_CASE(poll_returns_nothing_before_the_head_is_due)
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(9s);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(1s);
+    BOOST_TEST(id_of(queue.poll()) == 1);
+    BOOST_TEST(queue.empty());
+}
+
+BOOST_AUTO_TEST_CASE(tasks_come_out_in_due_order)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    auto& d = make(4);
+    queue.push(a, 30s);
+    queue.push(b, 10s);
+    queue.push(c, 40s);
+    queue.push(d, 20s);
+    manual_clock::advance(40s);
+    BOOST_TEST(poll_all() == (std::vector<int>{2, 4, 1, 3}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(equal_due_times_come_out_first_in_first_out)
+{
+    auto& tasks = storage;
+    for (int i = 0; i < 100; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks) // interleave another due time to exercise reordering
+        queue.push(t, t.id % 2 == 0 ? 5s : 3s);
+    manual_clock::advance(5s);
+    std::vector<int> expected;
+    for (int i = 1; i < 100; i += 2)
+        expected.push_back(i);
+    for (int i = 0; i < 100; i += 2)
+        expected.push_back(i);
+    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(push_reports_whether_the_task_became_the_head)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    auto& d = make(4);
+    BOOST_TEST(queue.push(a, 10s));  // first: the head
+    BOOST_TEST(!queue.push(b, 20s)); // behind the head
+    BOOST_TEST(!queue.push(c, 10s)); // equal due time: FIFO puts it behind
+    BOOST_TEST(queue.push(d, 5s));   // earlier: the new head
+    BOOST_TEST(id_of(queue.peek()) == 4);
+}
+
+BOOST_AUTO_TEST_CASE(pushing_a_queued_task_throws_and_changes_nothing)
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_CHECK_THROW(queue.push(a, 1s), std::invalid_argument);
+    queue_type other;
+    BOOST_CHECK_THROW(other.push(a, 1s), std::invalid_argument);
+    BOOST_TEST(queue.size() == 1u);
+    BOOST_TEST(other.empty());
+    BOOST_TEST(a.due_time() == at(10s));
+}
+
+BOOST_AUTO_TEST_CASE(negative_delay_is_due_now)
+{
+    auto& a = make(1);
+    manual_clock::advance(100s);
+    queue.push(a, -5s);
+    BOOST_TEST(a.due_time() == at(100s));
+    BOOST_TEST(id_of(queue.poll()) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(huge_delays_saturate_to_never)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    auto& d = make(4);
+    manual_clock::advance(1000s);
+    queue.push(a, std::chrono::hours::max());
+    queue.push(b, manual_clock::duration::max());
+    queue.push(c, std::chrono::duration<double>(1e300));
+    queue.push(d, 1s);
+    BOOST_TEST(a.due_time() == manual_clock::time_point::max());
+    BOOST_TEST(b.due_time() == manual_clock::time_point::max());
+    BOOST_TEST(c.due_time() == manual_clock::time_point::max());
+    // "Never" does not hold back what is due.
+    manual_clock::advance(1s);
+    BOOST_TEST(poll_all() == (std::vector<int>{4}), boost::test_tools::per_element());
+    manual_clock::advance(std::chrono::hours(24 * 365 * 100));
+    BOOST_TEST(queue.poll() == nullptr);
+    BOOST_TEST(queue.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(remove_takes_out_the_head_a_middle_and_the_last_entry)
+{
+    auto& tasks = storage;
+    for (int i = 0; i < 20; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks)
+        queue.push(t, std::chrono::seconds(t.id));
+    BOOST_TEST(queue.remove(tasks[0]));  // the head
+    BOOST_TEST(queue.remove(tasks[7]));  // somewhere in the middle
+    BOOST_TEST(queue.remove(tasks[19])); // the last in due order
+    BOOST_TEST(!queue.remove(tasks[7])); // no longer queued
+    BOOST_TEST(queue.size() == 17u);
+    manual_clock::advance(100s);
+    std::vector<int> expected;
+    for (int i = 1; i < 19; ++i)
+    {
+        if (i != 7)
+            expected.push_back(i);
+    }
+    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(remove_of_the_last_array_slot_and_of_a_task_that_must_move_up)
+{
+    // Due times chosen so that the entry filling a hole is earlier than the hole's parent.
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    auto& d = make(4);
+    auto& e = make(5);
+    auto& f = make(6);
+    auto& g = make(7);
+    queue.push(a, 1s);
+    queue.push(b, 50s);
+    queue.push(c, 2s);
+    queue.push(d, 3s);
+    queue.push(e, 4s);
+    queue.push(f, 60s);          // child of b
+    queue.push(g, 5s);           // last slot, child of b
+    BOOST_TEST(queue.remove(g)); // the last slot itself
+    BOOST_TEST(queue.remove(f)); // hole under b
+    auto& h = make(8);
+    queue.push(h, 55s);          // child of b again
+    BOOST_TEST(queue.remove(b)); // h fills b's place
+    manual_clock::advance(100s);
+    BOOST_TEST(poll_all() == (std::vector<int>{1, 3, 4, 5, 8}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(remove_ignores_a_task_queued_elsewhere)
+{
+    queue_type other;
+    auto& a = make(1);
+    auto& b = make(2);
+    other.push(a, 1s);
+    queue.push(b, 1s);
+    BOOST_TEST(!queue.remove(a)); // same index, other queue
+    BOOST_TEST(other.size() == 1u);
+    BOOST_TEST(queue.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_removed_task_can_be_pushed_again)
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_TEST(queue.remove(a));
+    queue.push(a, 1s);
+    manual_clock::advance(1s);
+    BOOST_TEST(id_of(queue.poll()) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(drain_moves_only_due_tasks_in_due_order)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    auto& d = make(4);
+    queue.push(a, 3s);
+    queue.push(b, 1s);
+    queue.push(c, 10s);
+    queue.push(d, 2s);
+    manual_clock::advance(3s);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out)) == 3u);
+    std::vector<int> ids;
+    for (node* n : out)
+        ids.push_back(id_of(n));
+    BOOST_TEST(ids == (std::vector<int>{2, 4, 1}), boost::test_tools::per_element());
+    BOOST_TEST(queue.size() == 1u);
+    BOOST_TEST(queue.remove(c));
+}
+
+BOOST_AUTO_TEST_CASE(drain_stops_at_the_maximum)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    queue.push(a, 1s);
+    queue.push(b, 2s);
+    queue.push(c, 3s);
+    manual_clock::advance(3s);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out), 2) == 2u);
+    BOOST_TEST(out.size() == 2u);
+    BOOST_TEST(id_of(queue.poll()) == 3);
+}
+
+BOOST_AUTO_TEST_CASE(drain_keeps_the_task_whose_output_threw)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, 1s);
+    queue.push(b, 2s);
+    manual_clock::advance(2s);
+    struct throwing_output
+    {
+        int* written;
+        throwing_output& operator*() { return *this; }
+        throwing_output& operator++() { return *this; }
+        throwing_output& operator=(node*)
+        {
+            if (++*written == 2)
+                throw std::runtime_error("full");
+            return *this;
+        }
+    };
+    int written = 0;
+    BOOST_CHECK_THROW(queue.drain(throwing_output{&written}), std::runtime_error);
+    BOOST_TEST(queue.size() == 1u);
+    BOOST_TEST(id_of(queue.poll()) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(remove_if_takes_matching_tasks_due_or_not_and_keeps_the_order)
+{
+    auto& tasks = storage;
+    for (int i = 0; i < 50; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks)
+        queue.push(t, std::chrono::seconds(50 - t.id));
+    std::vector<node*> out;
+    const auto removed = queue.remove_if(
+        [](node& n) { return static_cast<test_task&>(n).id % 3 == 0; }, std::back_inserter(out));
+    BOOST_TEST(removed == 17u);
+    BOOST_TEST(out.size() == 17u);
+    for (node* n : out)
+        BOOST_TEST(id_of(n) % 3 == 0);
+    manual_clock::advance(50s);
+    std::vector<int> expected;
+    for (int i = 49; i >= 0; --i)
+    {
+        if (i % 3 != 0)
+            expected.push_back(i);
+    }
+    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
+    for (node* n : out) // removed tasks are unqueued and can be pushed again
+        BOOST_TEST(queue.push(*n, 1s) == (n == out.front()));
+}
+
+BOOST_AUTO_TEST_CASE(remove_if_keeps_everything_not_yet_moved_when_the_predicate_throws)
+{
+    auto& tasks = storage;
+    for (int i = 0; i < 10; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks)
+        queue.push(t, std::chrono::seconds(t.id));
+    std::vector<node*> out;
+    int calls = 0;
+    BOOST_CHECK_THROW(queue.remove_if(
+                          [&](node&) {
+                              if (++calls == 4)
+                                  throw std::runtime_error("stop");
+                              return true;
+                          },
+                          std::back_inserter(out)),
+                      std::runtime_error);
+    BOOST_TEST(out.size() == 3u);
+    BOOST_TEST(queue.size() == 7u);
+    for (node* n : out)
+        BOOST_TEST(!queue.remove(*n)); // really gone
+    manual_clock::advance(10s);
+    BOOST_TEST(poll_all().size() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(clear_unqueues_everything)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, 1s);
+    queue.push(b, 2s);
+    BOOST_TEST(queue.clear() == 2u);
+    BOOST_TEST(queue.empty());
+    BOOST_TEST(queue.peek() == nullptr);
+    BOOST_TEST(!queue.remove(a));
+    queue.push(a, 1s); // unqueued, so it may be pushed again
+    BOOST_TEST(queue.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(take_blocks_until_the_head_is_due, *boost::unit_test::timeout(60))
+{
+    auto& late = make(1);
+    auto& early = make(2);
+    queue.push(late, 10s);
+    auto first = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    manual_clock::advance(5s); // not due yet: the taker keeps waiting...
+    queue.push(early, 0s);     // ...so it gets this new, due head
+    BOOST_TEST(first.get() == 2);
+    auto second = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    manual_clock::advance(5s);
+    BOOST_TEST(second.get() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(take_returns_nothing_when_stop_is_requested, *boost::unit_test::timeout(60))
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    std::stop_source stop;
+    auto taker = std::async(std::launch::async, [&] { return queue.take(stop.get_token()); });
+    stop.request_stop();
+    BOOST_TEST(taker.get() == nullptr);
+    BOOST_TEST(queue.size() == 1u);
+    BOOST_TEST(queue.take(stop.get_token()) == nullptr); // already requested: at once
+}
+
+BOOST_AUTO_TEST_CASE(poll_gives_up_when_the_clock_passes_its_deadline,
+                     *boost::unit_test::timeout(60))
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_TEST(queue.poll_for(0s) == nullptr); // deadline now: gives up at once
+    // The deadline is fixed here, not when the thread starts, so advancing cannot beat it.
+    auto poller = std::async(std::launch::async, [&] { return queue.poll_until(at(5s)); });
+    manual_clock::advance(5s);
+    BOOST_TEST(poller.get() == nullptr);
+    BOOST_TEST(queue.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(poll_returns_a_task_due_before_its_deadline, *boost::unit_test::timeout(60))
+{
+    auto& a = make(1);
+    queue.push(a, 3s);
+    auto poller = std::async(std::launch::async, [&] { return id_of(queue.poll_until(at(5s))); });
+    manual_clock::advance(3s);
+    BOOST_TEST(poller.get() == 1);
+    BOOST_TEST(queue.poll_until(manual_clock::now()) == nullptr); // empty, deadline now
+}
+
+BOOST_AUTO_TEST_CASE(takers_hand_over_leadership_on_the_real_clock, *boost::unit_test::timeout(120))
+{
+    // Followers wait without a timeout; only the leader wakes at the head's due time. Each task
+    // is taken only if leadership passes on after every take: otherwise a taker would hang.
+    using steady_queue = sched::basic_delayed_work_queue<std::chrono::steady_clock>;
+    using task = sched::test::basic_test_task<std::chrono::steady_clock>;
+    constexpr int takers = 3;
+    std::deque<task> tasks;
+    steady_queue q;
+    for (int i = 0; i < takers; ++i)
+        tasks.emplace_back(i);
+    std::vector<std::future<int>> taken;
+    for (int i = 0; i < takers; ++i)
+        taken.push_back(std::async(std::launch::async, [&] { return id_of(q.take()); }));
+    for (auto& t : tasks)
+        q.push(t, std::chrono::milliseconds(20 * (t.id + 1)));
+    std::vector<bool> seen(takers, false);
+    for (auto& f : taken)
+    {
+        BOOST_TEST_REQUIRE((f.wait_for(60s) == std::future_status::ready));
+        const int id = f.get();
+        BOOST_TEST_REQUIRE((id >= 0 && id < takers));
+        BOOST_TEST(!seen[id]);
+        seen[id] = true;
+    }
+    BOOST_TEST(q.empty());
+}
+
+BOOST_AUTO_TEST_CASE(clock_advance_wakes_every_waiting_taker, *boost::unit_test::timeout(60))
+{
+    constexpr int takers = 4;
+    auto& tasks = storage;
+    for (int i = 0; i < takers; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks)
+        queue.push(t, 1s);
+    std::vector<std::future<int>> taken;
+    for (int i = 0; i < takers; ++i)
+        taken.push_back(std::async(std::launch::async, [&] { return id_of(queue.take()); }));
+    manual_clock::advance(1s);
+    int sum = 0;
+    for (auto& f : taken)
+        sum += f.get();
+    BOOST_TEST(sum == 0 + 1 + 2 + 3);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_producers_and_takers_deliver_each_task_exactly_once,
+                     *boost::unit_test::timeout(300))
+{
+    using steady_queue = sched::basic_delayed_work_queue<std::chrono::steady_clock>;
+    using task = sched::test::basic_test_task<std::chrono::steady_clock>;
+    constexpr int producers = 2;
+    constexpr int takers = 3;
+    constexpr int per_producer = 20000;
+    std::deque<task> tasks;
+    steady_queue q;
+    for (int i = 0; i < producers * per_producer; ++i)
+        tasks.emplace_back(i);
+    std::vector<std::atomic<int>> delivered(tasks.size());
+    std::atomic<int> removed{0};
+    std::stop_source stop;
+    std::vector<std::thread> threads;
+    std::atomic<int> taken{0};
+    for (int i = 0; i < takers; ++i)
+    {
+        threads.emplace_back([&] {
+            while (auto* n = q.take(stop.get_token()))
+            {
+                delivered[static_cast<std::size_t>(id_of(n))].fetch_add(1);
+                taken.fetch_add(1);
+            }
+        });
+    }
+    std::vector<std::thread> producer_threads;
+    for (int p = 0; p < producers; ++p)
+    {
+        producer_threads.emplace_back([&, p] {
+            for (int i = 0; i < per_producer; ++i)
+            {
+                task& t = tasks[static_cast<std::size_t>(p * per_producer + i)];
+                q.push(t, std::chrono::microseconds(i % 500));
+                if (i % 7 == 0 && q.remove(t)) // cancel some before they are due
+                {
+                    delivered[static_cast<std::size_t>(t.id)].fetch_add(1);
+                    removed.fetch_add(1);
+                }
+            }
+        });
+    }
+    for (auto& t : producer_threads)
+        t.join();
+    while (taken.load() + removed.load() < producers * per_producer)
+        std::this_thread::yield();
+    stop.request_stop();
+    for (auto& t : threads)
+        t.join();
+    for (std::size_t i = 0; i < delivered.size(); ++i)
+        BOOST_TEST_REQUIRE(delivered[i].load() == 1);
+    BOOST_TEST(q.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

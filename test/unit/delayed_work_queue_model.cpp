@@ -1,0 +1,162 @@
+// The queue against an independent model: Boost.Heap's mutable d-ary heap keyed by (due time,
+// push order) must agree with it on every operation of a long random sequence.
+
+#include <sched/delayed_work_queue.hpp>
+
+#include <boost/heap/d_ary_heap.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "support/manual_clock_fixture.hpp"
+#include "support/test_task.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+using sched::test::id_of;
+using sched::test::test_task;
+
+namespace {
+
+using queue_type = sched::basic_delayed_work_queue<manual_clock>;
+
+struct model_entry
+{
+    manual_clock::time_point due;
+    std::uint64_t order;
+    int id;
+};
+
+struct model_later // Boost.Heap is a max-heap: "less" means "comes out later"
+{
+    bool operator()(const model_entry& a, const model_entry& b) const
+    {
+        return a.due > b.due || (a.due == b.due && a.order > b.order);
+    }
+};
+
+using model_heap = boost::heap::d_ary_heap<model_entry,
+                                           boost::heap::arity<4>,
+                                           boost::heap::mutable_<true>,
+                                           boost::heap::compare<model_later>>;
+
+struct model_fixture : sched::test::manual_clock_fixture
+{
+    static constexpr int task_count = 500;
+
+    std::vector<std::unique_ptr<test_task>> tasks; // outlives the queue
+    queue_type queue;
+    model_heap model;
+    std::vector<model_heap::handle_type> handles;
+    std::vector<bool> queued;
+    std::uint64_t pushes = 0;
+
+    model_fixture() : handles(task_count), queued(task_count, false)
+    {
+        for (int i = 0; i < task_count; ++i)
+            tasks.push_back(std::make_unique<test_task>(i));
+    }
+
+    void push(int id, manual_clock::duration delay)
+    {
+        queue.push(*tasks[static_cast<std::size_t>(id)], delay);
+        handles[static_cast<std::size_t>(id)] =
+            model.push(model_entry{manual_clock::now() + delay, pushes++, id});
+        queued[static_cast<std::size_t>(id)] = true;
+    }
+
+    // Takes out everything due, checking that queue and model agree on the order.
+    void poll_due()
+    {
+        for (;;)
+        {
+            const int got = id_of(queue.poll());
+            const bool model_due = !model.empty() && model.top().due <= manual_clock::now();
+            BOOST_TEST_REQUIRE((got >= 0) == model_due);
+            if (got < 0)
+                return;
+            BOOST_TEST_REQUIRE(got == model.top().id);
+            model.pop();
+            queued[static_cast<std::size_t>(got)] = false;
+        }
+    }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_delayed_work_queue, model_fixture)
+
+BOOST_AUTO_TEST_CASE(random_operations_agree_with_a_boost_heap_model)
+{
+    std::mt19937_64 random(20261122); // fixed seed: a failure reproduces
+    std::uniform_int_distribution<int> pick_task(0, task_count - 1);
+    std::uniform_int_distribution<int> pick_op(0, 99);
+    // Few distinct delays, so that equal due times (FIFO) are common.
+    std::uniform_int_distribution<int> pick_delay(0, 40);
+    constexpr int operations = 200000;
+    int removes = 0, pops = 0, drains = 0;
+    for (int op = 0; op < operations; ++op)
+    {
+        const int kind = pick_op(random);
+        const int id = pick_task(random);
+        const auto i = static_cast<std::size_t>(id);
+        if (kind < 50)
+        {
+            if (!queued[i])
+                push(id, std::chrono::milliseconds(pick_delay(random) * 50));
+        }
+        else if (kind < 75)
+        {
+            // remove(): true exactly for queued tasks.
+            BOOST_TEST_REQUIRE(queue.remove(*tasks[i]) == queued[i]);
+            if (queued[i])
+            {
+                model.erase(handles[i]);
+                queued[i] = false;
+                ++removes;
+            }
+        }
+        else if (kind < 90)
+        {
+            manual_clock::advance(std::chrono::milliseconds(pick_delay(random)));
+            poll_due();
+            ++pops;
+        }
+        else if (kind < 97)
+        {
+            BOOST_TEST_REQUIRE(id_of(queue.peek()) == (model.empty() ? -1 : model.top().id));
+            BOOST_TEST_REQUIRE(queue.size() == model.size());
+        }
+        else
+        {
+            // drain(): the due prefix of the model, in order, at most 5.
+            manual_clock::advance(5ms);
+            std::vector<queue_type::node*> out;
+            queue.drain(std::back_inserter(out), 5);
+            for (queue_type::node* n : out)
+            {
+                BOOST_TEST_REQUIRE(!model.empty());
+                BOOST_TEST_REQUIRE(id_of(n) == model.top().id);
+                BOOST_TEST_REQUIRE((model.top().due <= manual_clock::now()));
+                model.pop();
+                queued[static_cast<std::size_t>(id_of(n))] = false;
+            }
+            BOOST_TEST_REQUIRE(
+                (out.size() == 5u || model.empty() || model.top().due > manual_clock::now()));
+            ++drains;
+        }
+    }
+    manual_clock::advance(1h);
+    poll_due();
+    BOOST_TEST(queue.empty());
+    BOOST_TEST(model.empty());
+    BOOST_TEST_MESSAGE(operations << " operations: " << removes << " removes, " << pops
+                                  << " poll rounds, " << drains << " drains");
+    BOOST_TEST(removes > 10000); // the mix really exercised remove()
+}
+
+BOOST_AUTO_TEST_SUITE_END()

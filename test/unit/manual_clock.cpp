@@ -1,0 +1,53 @@
+#include <sched/delayed_work_queue.hpp>
+#include <sched/manual_clock.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <future>
+#include <stdexcept>
+
+#include "support/manual_clock_fixture.hpp"
+#include "support/test_task.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+
+BOOST_FIXTURE_TEST_SUITE(test_manual_clock, sched::test::manual_clock_fixture)
+
+BOOST_AUTO_TEST_CASE(starts_at_the_epoch_and_moves_only_when_told)
+{
+    BOOST_TEST(manual_clock::now().time_since_epoch().count() == 0);
+    manual_clock::advance(1500ms);
+    BOOST_TEST((manual_clock::now() == at(1500ms)));
+    manual_clock::advance_to(at(3s));
+    BOOST_TEST((manual_clock::now() == at(3s)));
+    manual_clock::advance_to(at(3s)); // already there: no-op
+    BOOST_TEST((manual_clock::now() == at(3s)));
+}
+
+BOOST_AUTO_TEST_CASE(going_back_throws_invalid_argument)
+{
+    manual_clock::advance(5s);
+    BOOST_CHECK_THROW(manual_clock::advance(-1ns), std::invalid_argument);
+    BOOST_CHECK_THROW(manual_clock::advance_to(at(4s)), std::invalid_argument);
+    BOOST_TEST((manual_clock::now() == at(5s)));
+}
+
+BOOST_AUTO_TEST_CASE(reset_returns_to_the_epoch)
+{
+    manual_clock::advance(1h);
+    manual_clock::reset();
+    BOOST_TEST(manual_clock::now().time_since_epoch().count() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(advance_wakes_a_thread_waiting_on_a_queue, *boost::unit_test::timeout(60))
+{
+    sched::basic_delayed_work_queue<manual_clock> queue;
+    sched::test::test_task task(7);
+    queue.push(task, 1h);
+    auto taker = std::async(std::launch::async, [&] { return sched::test::id_of(queue.take()); });
+    manual_clock::advance(1h); // no real hour passes
+    BOOST_TEST(taker.get() == 7);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

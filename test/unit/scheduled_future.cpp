@@ -1,0 +1,233 @@
+#include <sched/error.hpp>
+#include <sched/scheduled_future.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "support/counter.hpp"
+#include "support/pool_fixture.hpp"
+
+using namespace std::chrono_literals;
+using sched::future_state;
+using sched::manual_clock;
+using sched::test::counter;
+using sched::test::manual_future;
+using sched::test::manual_pool;
+
+namespace {
+
+struct future_fixture : sched::test::pool_fixture
+{
+    manual_pool pool{2};
+};
+
+struct custom_error : std::runtime_error
+{
+    using std::runtime_error::runtime_error;
+};
+
+// Blocks until stop is requested on its token; returns how it ended.
+std::string wait_for_stop(std::stop_token stop, counter& started)
+{
+    std::mutex mutex;
+    std::condition_variable_any never;
+    started.increment();
+    std::unique_lock lock(mutex);
+    never.wait(lock, stop, [] { return false; });
+    return stop.stop_requested() ? "stopped" : "woken";
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_scheduled_future, future_fixture)
+
+BOOST_AUTO_TEST_CASE(a_completed_task_is_normal_and_get_gives_its_value)
+{
+    auto f = pool.schedule(5s, [] { return std::string("done"); });
+    BOOST_TEST((f.state() == future_state::pending));
+    BOOST_TEST(!f.is_done());
+    manual_clock::advance(5s);
+    BOOST_TEST(f.get() == "done");
+    BOOST_TEST((f.state() == future_state::normal));
+    BOOST_TEST(f.is_done());
+    BOOST_TEST(!f.is_cancelled());
+    BOOST_TEST(&f.get() == &f.get()); // the same stored value every time
+}
+
+BOOST_AUTO_TEST_CASE(a_move_only_result_is_kept_in_the_future)
+{
+    auto f = pool.submit([] { return std::make_unique<int>(7); });
+    BOOST_TEST(*f.get() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_task_is_exceptional_and_get_rethrows_the_same_exception)
+{
+    auto f = pool.submit([]() -> int { throw custom_error("boom"); });
+    BOOST_CHECK_EXCEPTION(f.get(), custom_error,
+                          [](const custom_error& e) { return std::string(e.what()) == "boom"; });
+    BOOST_TEST((f.state() == future_state::exceptional));
+    BOOST_TEST(f.is_done());
+    BOOST_TEST(!f.is_cancelled());
+    BOOST_CHECK_THROW(f.get(), custom_error); // again: same outcome
+}
+
+BOOST_AUTO_TEST_CASE(cancel_before_the_run_gives_cancelled_and_get_throws_operation_aborted)
+{
+    counter ran;
+    auto f = pool.schedule(5s, [&] { ran.increment(); });
+    BOOST_TEST(f.cancel());
+    BOOST_TEST((f.state() == future_state::cancelled));
+    BOOST_TEST(f.is_cancelled());
+    BOOST_TEST(f.is_done());
+    BOOST_CHECK_EXCEPTION(f.get(), sched::cancelled_error, [](const sched::cancelled_error& e) {
+        return e.code() == boost::asio::error::operation_aborted;
+    });
+    manual_clock::advance(10s);
+    pool.submit([] {}).get(); // due now, after the cancelled task's due time
+    BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_twice_or_after_completion_returns_false_and_changes_nothing)
+{
+    auto cancelled = pool.schedule(5s, [] { return 1; });
+    BOOST_TEST(cancelled.cancel());
+    BOOST_TEST(!cancelled.cancel());
+    BOOST_TEST(!cancelled.cancel(true));
+    BOOST_TEST((cancelled.state() == future_state::cancelled));
+
+    auto finished = pool.submit([] { return 2; });
+    BOOST_TEST(finished.get() == 2);
+    BOOST_TEST(!finished.cancel());
+    BOOST_TEST(!finished.cancel(true));
+    BOOST_TEST((finished.state() == future_state::normal));
+    BOOST_TEST(finished.get() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(cancel_with_interruption_requests_stop_of_a_running_task,
+                     *boost::unit_test::timeout(60))
+{
+    counter started;
+    auto f = pool.submit([&](std::stop_token stop) { return wait_for_stop(stop, started); });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    BOOST_TEST(f.cancel(true));
+    BOOST_TEST((f.state() == future_state::interrupted));
+    BOOST_TEST(f.is_cancelled());
+    BOOST_CHECK_THROW(f.get(), sched::cancelled_error); // the run's result is discarded
+    BOOST_TEST(!f.cancel(true));
+}
+
+BOOST_AUTO_TEST_CASE(cancel_without_interruption_lets_a_running_task_finish_but_drops_its_result,
+                     *boost::unit_test::timeout(60))
+{
+    counter started;
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    counter finished;
+    auto f = pool.submit([&] {
+        started.increment();
+        released.wait();
+        finished.increment();
+        return 5;
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    BOOST_TEST(f.cancel(false)); // still pending while it runs, as in Java
+    BOOST_TEST((f.state() == future_state::cancelled));
+    release.set_value();
+    BOOST_TEST_REQUIRE(finished.wait_for_at_least(1));
+    BOOST_CHECK_THROW(f.get(), sched::cancelled_error);
+}
+
+BOOST_AUTO_TEST_CASE(delay_is_the_time_left_on_the_pool_clock)
+{
+    auto f = pool.schedule(10s, [] {});
+    BOOST_TEST((f.delay() == 10s));
+    manual_clock::advance(4s);
+    BOOST_TEST((f.delay() == 6s));
+    BOOST_TEST(f.cancel());
+    manual_clock::advance(10s);
+    BOOST_TEST((f.delay() == -4s)); // negative once overdue
+}
+
+BOOST_AUTO_TEST_CASE(is_periodic_tells_periodic_from_one_shot)
+{
+    auto one_shot = pool.schedule(1s, [] {});
+    auto periodic = pool.schedule_at_fixed_rate(1s, 1s, [] {});
+    BOOST_TEST(!one_shot.is_periodic());
+    BOOST_TEST(periodic.is_periodic());
+    periodic.cancel();
+}
+
+BOOST_AUTO_TEST_CASE(wait_for_times_out_on_a_task_not_yet_due)
+{
+    auto f = pool.schedule(10s, [] {});
+    BOOST_TEST((f.wait_for(1ms) == std::future_status::timeout));
+    BOOST_TEST((f.wait_until(std::chrono::steady_clock::now()) == std::future_status::timeout));
+    manual_clock::advance(10s);
+    BOOST_TEST((f.wait_for(std::chrono::hours::max()) == std::future_status::ready));
+    BOOST_TEST((f.wait_for(0s) == std::future_status::ready));
+}
+
+BOOST_AUTO_TEST_CASE(copies_share_the_task)
+{
+    auto f = pool.schedule(5s, [] { return 3; });
+    manual_future<int> copy = f;
+    BOOST_TEST(copy.cancel());
+    BOOST_TEST(f.is_cancelled());
+    manual_future<int> moved = std::move(copy);
+    BOOST_TEST(!copy.valid());
+    BOOST_TEST(moved.is_cancelled());
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_future_throws_no_state)
+{
+    manual_future<int> empty;
+    BOOST_TEST(!empty.valid());
+    const auto no_state = [](const std::future_error& e) {
+        return e.code() == std::future_errc::no_state;
+    };
+    BOOST_CHECK_EXCEPTION(empty.get(), std::future_error, no_state);
+    BOOST_CHECK_EXCEPTION(empty.wait(), std::future_error, no_state);
+    BOOST_CHECK_EXCEPTION(empty.cancel(), std::future_error, no_state);
+    BOOST_CHECK_EXCEPTION(empty.is_done(), std::future_error, no_state);
+    BOOST_CHECK_EXCEPTION(empty.delay(), std::future_error, no_state);
+}
+
+BOOST_AUTO_TEST_CASE(get_blocks_until_completion_from_another_thread,
+                     *boost::unit_test::timeout(60))
+{
+    auto f = pool.schedule(5s, [] { return 11; });
+    auto waiter = std::async(std::launch::async, [f] { return f.get(); });
+    manual_clock::advance(5s);
+    BOOST_TEST(waiter.get() == 11);
+}
+
+BOOST_AUTO_TEST_CASE(get_of_a_cancelled_task_wakes_a_blocked_waiter, *boost::unit_test::timeout(60))
+{
+    auto f = pool.schedule(5s, [] { return 11; });
+    counter waiting;
+    auto waiter = std::async(std::launch::async, [f, &waiting] {
+        waiting.increment();
+        try
+        {
+            (void)f.get();
+            return std::string("value");
+        }
+        catch (const sched::cancelled_error&)
+        {
+            return std::string("cancelled");
+        }
+    });
+    BOOST_TEST_REQUIRE(waiting.wait_for_at_least(1));
+    BOOST_TEST(f.cancel());
+    BOOST_TEST(waiter.get() == "cancelled");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,350 @@
+// scheduled_thread_pool: shutdown, its policies, rejection and termination.
+
+#include <sched/error.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/counter.hpp"
+#include "support/pool_fixture.hpp"
+#include "support/wait.hpp"
+
+using namespace std::chrono_literals;
+using sched::future_state;
+using sched::manual_clock;
+using sched::test::counter;
+using sched::test::eventually;
+using sched::test::manual_future;
+using sched::test::manual_pool;
+
+namespace {
+
+// Blocks until stop is requested on its token.
+int wait_for_stop(std::stop_token stop, counter& started)
+{
+    std::mutex mutex;
+    std::condition_variable_any never;
+    started.increment();
+    std::unique_lock lock(mutex);
+    never.wait(lock, stop, [] { return false; });
+    return stop.stop_requested() ? 1 : 0;
+}
+
+} // namespace
+
+BOOST_TEST_DONT_PRINT_LOG_VALUE(sched::rejection_policy)
+
+BOOST_FIXTURE_TEST_SUITE(test_scheduled_thread_pool, sched::test::pool_fixture)
+
+// The policy matrix: {continue periodic} x {execute delayed}.
+BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
+                       shutdown_applies_the_policies_to_queued_tasks,
+                       boost::unit_test::data::make({false, true}) *
+                           boost::unit_test::data::make({false, true}),
+                       continue_periodic,
+                       execute_delayed)
+{
+    sched::pool_options options = single_worker();
+    options.continue_existing_periodic_tasks_after_shutdown = continue_periodic;
+    options.execute_existing_delayed_tasks_after_shutdown = execute_delayed;
+    manual_pool pool(options);
+    counter periodic_runs;
+    auto delayed = pool.schedule(10s, [] { return 1; });
+    auto periodic = pool.schedule_at_fixed_rate(5s, 5s, [&] { periodic_runs.increment(); });
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(periodic_runs.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 2u; }));
+
+    pool.shutdown();
+    BOOST_TEST(pool.is_shutdown());
+    // What the policies forbid is cancelled by shutdown() itself, and leaves the queue.
+    BOOST_TEST(delayed.is_cancelled() == !execute_delayed);
+    BOOST_TEST(periodic.is_cancelled() == !continue_periodic);
+    BOOST_TEST(pool.queue().size() ==
+               std::size_t(execute_delayed) + std::size_t(continue_periodic));
+
+    manual_clock::advance(5s); // 10 s: the delayed task and the periodic's second run are due
+    if (execute_delayed)
+        BOOST_TEST(delayed.get() == 1);
+    else
+        BOOST_CHECK_THROW(delayed.get(), sched::cancelled_error);
+    if (continue_periodic)
+    {
+        BOOST_TEST_REQUIRE(periodic_runs.wait_for_at_least(2));
+        BOOST_TEST(!pool.is_terminated()); // a live periodic task keeps the pool alive
+        BOOST_TEST(periodic.cancel());
+    }
+    pool.await_termination();
+    BOOST_TEST(pool.is_terminated());
+    BOOST_TEST(periodic_runs.value() == (continue_periodic ? 2 : 1));
+    BOOST_TEST(pool.queue().empty());
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_waits_for_nothing_and_termination_follows_the_last_task)
+{
+    manual_pool pool(2);
+    auto f = pool.schedule(10s, [] { return 1; });
+    pool.shutdown();
+    BOOST_TEST(!pool.is_terminated()); // a delayed task still runs (Java's default)
+    BOOST_TEST(!pool.await_termination(1ms));
+    manual_clock::advance(10s);
+    BOOST_TEST(f.get() == 1);
+    BOOST_TEST(pool.await_termination(60s));
+    BOOST_TEST(pool.is_terminated());
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_of_an_idle_pool_terminates_it)
+{
+    manual_pool pool(3);
+    pool.shutdown();
+    pool.shutdown(); // again: no effect
+    BOOST_TEST(pool.await_termination(60s));
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_drops_tasks_cancelled_but_still_queued)
+{
+    sched::pool_options options = single_worker();
+    options.remove_on_cancel = false;
+    manual_pool pool(options);
+    auto f = pool.schedule(1h, [] {});
+    BOOST_TEST(f.cancel());
+    BOOST_TEST(pool.queue().size() == 1u);
+    pool.shutdown();
+    BOOST_TEST(pool.queue().empty());
+    BOOST_TEST(pool.await_termination(60s)); // not an hour
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_now_returns_exactly_the_tasks_that_never_ran_in_due_order)
+{
+    manual_pool pool(single_worker());
+    auto ran = pool.schedule(1s, [] { return 0; });
+    auto a = pool.schedule(30s, [] { return 1; });
+    auto b = pool.schedule(10s, [] { return 2; });
+    auto cancelled = pool.schedule(15s, [] { return 3; });
+    auto periodic = pool.schedule_at_fixed_rate(20s, 1s, [] {});
+    BOOST_TEST(cancelled.cancel());
+    manual_clock::advance(1s);
+    BOOST_TEST(ran.get() == 0);
+
+    auto never_ran = pool.shutdown_now();
+    BOOST_TEST(pool.is_shutdown());
+    BOOST_TEST(pool.queue().empty());
+    BOOST_TEST_REQUIRE(never_ran.size() == 3u);
+    BOOST_TEST((never_ran[0].due_time() == at(10s)));
+    BOOST_TEST((never_ran[1].due_time() == at(20s)));
+    BOOST_TEST((never_ran[2].due_time() == at(30s)));
+    BOOST_TEST(!never_ran[0].is_periodic());
+    BOOST_TEST(never_ran[1].is_periodic());
+    // Handed back, not cancelled: the handles decide.
+    BOOST_TEST((a.state() == future_state::pending));
+    BOOST_TEST((b.state() == future_state::pending));
+    BOOST_TEST((periodic.state() == future_state::pending));
+
+    never_ran[0].run(); // b runs on this thread
+    BOOST_TEST(b.get() == 2);
+    BOOST_TEST(never_ran[1].cancel());
+    BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+    never_ran.clear(); // dropping a's handle tells a's future
+    BOOST_CHECK_THROW(a.get(), sched::cancelled_error);
+    BOOST_TEST(ran.get() == 0);
+    pool.await_termination();
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_now_lets_a_running_task_finish_and_requests_its_stop,
+                     *boost::unit_test::timeout(60))
+{
+    manual_pool pool(2);
+    counter started;
+    auto running = pool.submit([&](std::stop_token stop) { return wait_for_stop(stop, started); });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    auto never_ran = pool.shutdown_now();
+    BOOST_TEST(never_ran.empty());
+    BOOST_TEST(running.get() == 1); // it saw stop requested and completed normally
+    pool.await_termination();
+}
+
+BOOST_AUTO_TEST_CASE(a_running_periodic_task_does_not_run_again_after_shutdown_now,
+                     *boost::unit_test::timeout(60))
+{
+    manual_pool pool(2);
+    counter runs;
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    auto periodic = pool.schedule_at_fixed_rate(0s, 1s, [&] {
+        runs.increment();
+        released.wait();
+    });
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    BOOST_TEST(pool.shutdown_now().empty()); // it is out of the queue while it runs
+    release.set_value();
+    BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+    pool.await_termination();
+    BOOST_TEST(runs.value() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_abort_policy_throws_rejected_execution_after_shutdown)
+{
+    manual_pool pool(1);
+    pool.shutdown();
+    const auto shut_down = [](const sched::rejected_execution& e) {
+        return e.code() == sched::error::shutdown;
+    };
+    BOOST_CHECK_EXCEPTION(pool.schedule(1s, [] {}), sched::rejected_execution, shut_down);
+    BOOST_CHECK_EXCEPTION(pool.submit([] {}), sched::rejected_execution, shut_down);
+    BOOST_CHECK_EXCEPTION(pool.execute([] {}), sched::rejected_execution, shut_down);
+    BOOST_CHECK_EXCEPTION(pool.schedule_at_fixed_rate(1s, 1s, [] {}), sched::rejected_execution,
+                          shut_down);
+    BOOST_CHECK_EXCEPTION(pool.schedule_with_fixed_delay(1s, 1s, [] {}), sched::rejected_execution,
+                          shut_down);
+    BOOST_TEST(pool.queue().empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_caller_runs_policy_runs_the_task_on_the_calling_thread)
+{
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    manual_pool pool(options);
+    pool.shutdown();
+    const auto caller = std::this_thread::get_id();
+    auto f = pool.schedule(1h, [] { return std::this_thread::get_id(); });
+    BOOST_TEST(f.is_done()); // ran before schedule() returned, its delay ignored
+    BOOST_TEST((f.get() == caller));
+    counter periodic_runs;
+    auto periodic = pool.schedule_at_fixed_rate(1s, 1s, [&] { periodic_runs.increment(); });
+    BOOST_TEST(periodic_runs.value() == 1); // once, then it cannot run again
+    BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+}
+
+BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
+                       the_discard_policies_return_a_cancelled_future_after_shutdown,
+                       boost::unit_test::data::make({sched::rejection_policy::discard,
+                                                     sched::rejection_policy::discard_oldest}),
+                       policy)
+{
+    sched::pool_options options = single_worker();
+    options.rejection = policy;
+    manual_pool pool(options);
+    auto queued = pool.schedule(10s, [] { return 1; }); // runs: delayed tasks survive shutdown
+    pool.shutdown();
+    counter ran;
+    auto rejected = pool.schedule(1s, [&] {
+        ran.increment();
+        return 2;
+    });
+    BOOST_TEST(rejected.is_cancelled()); // the owner learns it will not run
+    BOOST_CHECK_THROW(rejected.get(), sched::cancelled_error);
+    manual_clock::advance(10s);
+    BOOST_TEST(queued.get() == 1);
+    pool.await_termination();
+    BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_pool_cancels_what_had_not_started)
+{
+    manual_future<int> pending;
+    manual_future<void> periodic;
+    {
+        manual_pool pool(2);
+        pending = pool.schedule(1h, [] { return 1; });
+        periodic = pool.schedule_at_fixed_rate(1h, 1s, [] {});
+    }
+    BOOST_CHECK_THROW(pending.get(), sched::cancelled_error);
+    BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+    BOOST_TEST(!pending.cancel()); // the pool is gone; the future still answers
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_pool_waits_for_a_running_task, *boost::unit_test::timeout(60))
+{
+    counter started;
+    manual_future<int> running;
+    {
+        manual_pool pool(1);
+        running = pool.submit([&](std::stop_token stop) { return wait_for_stop(stop, started); });
+        BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    }
+    BOOST_TEST(running.is_done());
+    BOOST_TEST(running.get() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(await_termination_with_a_timeout_reports_a_live_pool)
+{
+    sched::pool_options options = single_worker();
+    options.continue_existing_periodic_tasks_after_shutdown = true;
+    manual_pool pool(options);
+    auto periodic = pool.schedule_at_fixed_rate(1h, 1h, [] {});
+    pool.shutdown();
+    BOOST_TEST(!pool.await_termination(10ms));
+    BOOST_TEST(!pool.is_terminated());
+    BOOST_TEST(periodic.cancel());
+    BOOST_TEST(pool.await_termination(60s));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(test_task_handle, sched::test::pool_fixture)
+
+BOOST_AUTO_TEST_CASE(an_empty_handle_throws_no_state_and_cancels_nothing)
+{
+    sched::basic_task_handle<manual_clock> empty;
+    BOOST_TEST(!empty.valid());
+    BOOST_TEST(!empty.cancel());
+    BOOST_CHECK_THROW(empty.run(), std::future_error);
+    BOOST_CHECK_THROW(empty.is_periodic(), std::future_error);
+}
+
+BOOST_AUTO_TEST_CASE(run_empties_the_handle_and_a_second_run_throws)
+{
+    manual_pool pool(1);
+    auto f = pool.schedule(1h, [] { return 5; });
+    auto handles = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(handles.size() == 1u);
+    handles[0].run();
+    BOOST_TEST(!handles[0].valid());
+    BOOST_CHECK_THROW(handles[0].run(), std::future_error);
+    BOOST_TEST(f.get() == 5);
+}
+
+BOOST_AUTO_TEST_CASE(run_of_a_task_cancelled_through_its_future_does_nothing)
+{
+    manual_pool pool(1);
+    counter ran;
+    auto f = pool.schedule(1h, [&] { ran.increment(); });
+    auto handles = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(handles.size() == 1u);
+    BOOST_TEST(f.cancel());
+    handles[0].run();
+    BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_that_throws_in_run_reports_through_its_future)
+{
+    manual_pool pool(1);
+    auto f = pool.schedule(1h, []() -> int { throw std::runtime_error("late"); });
+    auto handles = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(handles.size() == 1u);
+    handles[0].run(); // does not throw: the outcome is the future's
+    BOOST_CHECK_THROW(f.get(), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(move_assignment_cancels_the_task_it_replaces)
+{
+    manual_pool pool(1);
+    auto first = pool.schedule(1h, [] { return 1; });
+    auto second = pool.schedule(2h, [] { return 2; });
+    auto handles = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(handles.size() == 2u);
+    handles[0] = std::move(handles[1]);
+    BOOST_TEST(first.is_cancelled());
+    BOOST_TEST(!second.is_done());
+    handles[0].run();
+    BOOST_TEST(second.get() == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,177 @@
+// Many threads at once on the real clock. Each test counts that every task ran exactly once or
+// that its owner was told it did not; none asserts on timing.
+
+#include <sched/error.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+BOOST_AUTO_TEST_SUITE(test_stress)
+
+BOOST_AUTO_TEST_CASE(one_shot_tasks_run_once_or_are_cancelled, *boost::unit_test::timeout(600))
+{
+    constexpr int producers = 2;
+    constexpr int per_producer = 25000;
+    constexpr int total = producers * per_producer;
+    sched::scheduled_thread_pool pool(4);
+    std::vector<std::atomic<int>> runs(total);
+    std::vector<sched::scheduled_future<int>> futures(total);
+    std::vector<char> cancelled(total, 0);
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p)
+    {
+        threads.emplace_back([&, p] {
+            std::mt19937 random(static_cast<unsigned>(p));
+            std::uniform_int_distribution<int> delay_us(0, 2000);
+            for (int i = 0; i < per_producer; ++i)
+            {
+                const int id = p * per_producer + i;
+                futures[static_cast<std::size_t>(id)] =
+                    pool.schedule(std::chrono::microseconds(delay_us(random)), [&runs, id] {
+                        runs[static_cast<std::size_t>(id)].fetch_add(1);
+                        return id;
+                    });
+                if (i % 3 == 0)
+                    cancelled[static_cast<std::size_t>(id)] =
+                        futures[static_cast<std::size_t>(id)].cancel() ? 1 : 0;
+            }
+        });
+    }
+    for (auto& t : threads)
+        t.join();
+    int ran = 0, told_cancelled = 0;
+    for (int id = 0; id < total; ++id)
+    {
+        auto& f = futures[static_cast<std::size_t>(id)];
+        f.wait();
+        const int count = runs[static_cast<std::size_t>(id)].load();
+        BOOST_TEST_REQUIRE(count <= 1);
+        if (cancelled[static_cast<std::size_t>(id)])
+        {
+            BOOST_TEST_REQUIRE(f.is_cancelled());
+            ++told_cancelled;
+        }
+        else
+        {
+            BOOST_TEST_REQUIRE(f.get() == id); // not cancelled: it ran and completed
+            BOOST_TEST_REQUIRE(count == 1);
+            ++ran;
+        }
+    }
+    BOOST_TEST(ran + told_cancelled == total);
+    BOOST_TEST(told_cancelled > 0);
+    pool.shutdown();
+    BOOST_TEST(pool.await_termination(60s));
+    BOOST_TEST(pool.queue().empty());
+}
+
+BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_overlap,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr int tasks = 200;
+    sched::scheduled_thread_pool pool(4);
+    struct state
+    {
+        std::atomic<int> runs{0};
+        std::atomic<int> active{0};
+        std::atomic<bool> overlapped{false};
+    };
+    std::vector<state> states(tasks);
+    std::vector<sched::scheduled_future<void>> futures;
+    for (int i = 0; i < tasks; ++i)
+    {
+        auto body = [&s = states[static_cast<std::size_t>(i)]] {
+            if (s.active.fetch_add(1) != 0)
+                s.overlapped.store(true);
+            s.runs.fetch_add(1);
+            s.active.fetch_sub(1);
+        };
+        const auto period = std::chrono::microseconds(100 + 10 * i);
+        futures.push_back(i % 2 == 0 ? pool.schedule_at_fixed_rate(0s, period, body)
+                                     : pool.schedule_with_fixed_delay(0s, period, body));
+    }
+    // Let every task run a few times, then cancel them from two threads at once.
+    for (auto& s : states)
+    {
+        while (s.runs.load() < 3)
+            std::this_thread::yield();
+    }
+    std::atomic<int> cancels{0}; // Boost.Test's assertions are for the main thread only
+    std::thread first([&] {
+        for (int i = 0; i < tasks; i += 2)
+            cancels += futures[static_cast<std::size_t>(i)].cancel() ? 1 : 0;
+    });
+    std::thread second([&] {
+        for (int i = 1; i < tasks; i += 2)
+            cancels += futures[static_cast<std::size_t>(i)].cancel(true) ? 1 : 0;
+    });
+    first.join();
+    second.join();
+    BOOST_TEST(cancels.load() == tasks);
+    pool.shutdown(); // nothing left: terminates once the runs in progress end
+    BOOST_TEST(pool.await_termination(60s));
+    BOOST_TEST(pool.queue().empty());
+    for (std::size_t i = 0; i < states.size(); ++i)
+    {
+        BOOST_TEST_REQUIRE(futures[i].is_cancelled());
+        BOOST_TEST_REQUIRE(!states[i].overlapped.load());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(tasks_scheduled_while_the_pool_shuts_down_run_or_are_rejected,
+                     *boost::unit_test::timeout(600))
+{
+    for (int round = 0; round < 20; ++round)
+    {
+        auto pool = std::make_unique<sched::scheduled_thread_pool>(2);
+        std::atomic<int> runs{0};
+        std::atomic<int> rejected{0};
+        std::vector<std::vector<sched::scheduled_future<void>>> accepted(2);
+        std::vector<std::thread> producers;
+        for (int p = 0; p < 2; ++p)
+        {
+            producers.emplace_back([&, p] {
+                for (int i = 0; i < 2000; ++i)
+                {
+                    try
+                    {
+                        accepted[static_cast<std::size_t>(p)].push_back(
+                            pool->schedule(std::chrono::microseconds(i % 50), [&] { ++runs; }));
+                    }
+                    catch (const sched::rejected_execution&)
+                    {
+                        ++rejected;
+                    }
+                }
+            });
+        }
+        std::this_thread::yield();
+        pool->shutdown();
+        for (auto& t : producers)
+            t.join();
+        // Every accepted task runs: delayed tasks survive shutdown by default.
+        BOOST_TEST_REQUIRE(pool->await_termination(60s));
+        int accepted_count = 0;
+        for (auto& list : accepted)
+        {
+            for (auto& f : list)
+            {
+                BOOST_TEST_REQUIRE(f.is_done());
+                f.get();
+                ++accepted_count;
+            }
+        }
+        BOOST_TEST_REQUIRE(accepted_count == runs.load());
+        BOOST_TEST_REQUIRE(accepted_count + rejected.load() == 4000);
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
