@@ -15,6 +15,7 @@
 
 #if defined(__linux__)
 #include <pthread.h>
+#include <sched.h>
 #endif
 
 #include "support/counter.hpp"
@@ -421,6 +422,33 @@ BOOST_AUTO_TEST_CASE(workers_carry_the_configured_names, *boost::unit_test::time
     name.get();
 #endif
 }
+
+#if defined(__linux__)
+BOOST_AUTO_TEST_CASE(on_thread_start_can_pin_workers_to_a_cpu, *boost::unit_test::timeout(60))
+{
+    cpu_set_t allowed;
+    BOOST_TEST_REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &allowed)) // the first CPU this process may use
+        ++cpu;
+    sched::pool_options options;
+    options.threads = 2;
+    options.on_thread_start = [cpu](std::size_t) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    };
+    manual_pool pool(options);
+    auto pinned = pool.submit([cpu] {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+        return CPU_COUNT(&mine) == 1 && CPU_ISSET(cpu, &mine);
+    });
+    BOOST_TEST(pinned.get());
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(thread_hooks_run_once_per_worker, *boost::unit_test::timeout(60))
 {
