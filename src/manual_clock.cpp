@@ -22,7 +22,12 @@ void manual_clock::advance(duration d)
 {
     if (d < duration::zero())
         throw std::invalid_argument("manual_clock::advance: negative duration");
-    ticks_.fetch_add(d.count());
+    rep current = ticks_.load();
+    rep next;
+    do // saturate at time_point::max() instead of wrapping into the past
+        next = current > duration::max().count() - d.count() ? duration::max().count()
+                                                             : current + d.count();
+    while (!ticks_.compare_exchange_weak(current, next));
     notify_listeners();
 }
 

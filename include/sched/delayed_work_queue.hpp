@@ -33,7 +33,8 @@ namespace sched {
  * leadership on. Time is read from @p Clock; with sched::manual_clock, waits end when the test
  * advances the clock, never by real time passing.
  *
- * A due time of `time_point::max()` means "never": such a task stays queued until removed.
+ * A due time of `time_point::max()` means "never": such a task stays queued until removed, even
+ * if the clock reaches that time.
  *
  * @tparam Clock A std::chrono clock, std::chrono::steady_clock by default.
  *
@@ -68,9 +69,9 @@ public:
     private:
         friend class basic_delayed_work_queue;
 
-        // heap_[heap_index_].task == this while queued; not_queued otherwise. Guarded by the
-        // queue's mutex.
-        std::size_t heap_index_ = not_queued;
+        // heap_[heap_index_].task == this while queued; not_queued otherwise. Written under the
+        // queue's mutex; atomic so that another queue may read it to refuse the task.
+        std::atomic<std::size_t> heap_index_{not_queued};
         std::atomic<typename duration::rep> due_{0};
     };
 
@@ -90,7 +91,8 @@ public:
 
     /// The head (the task that comes out next), due or not, or nullptr if the queue is empty.
     /** The pointer may leave the queue at once through another thread. */
-    node* peek() const;
+    node* peek();
+    const node* peek() const;
 
     /// Adds @p task, due at @p due (Java's offer/add/put: it never blocks; the queue grows).
     /**
@@ -142,11 +144,12 @@ public:
     std::size_t drain(OutputIt out,
                       std::size_t max_tasks = std::numeric_limits<std::size_t>::max());
 
-    /// Moves every queued task, due or not, for which `pred(node&)` holds to @p out, in one lock
-    /// hold and O(n) time.
+    /// Moves every queued task, due or not, for which `pred(node&)` holds to @p out, in the
+    /// order they would have come out, in one lock hold.
     /**
-     * @p pred runs under the queue's lock and must not call into the queue. If @p pred or @p out
-     * throws, the tasks not yet moved stay queued and the exception propagates.
+     * Takes O(n + k log k) for n queued tasks of which k match. @p pred runs under the queue's
+     * lock and must not call into the queue. If @p pred throws, nothing is removed; if writing
+     * to @p out throws, the tasks not yet written stay queued. The exception then propagates.
      * @returns The number of tasks moved.
      */
     template <class Predicate, class OutputIt>
@@ -191,6 +194,12 @@ private:
     static bool earlier(const entry& a, const entry& b) noexcept
     {
         return a.due < b.due || (a.due == b.due && a.seq < b.seq);
+    }
+
+    // time_point::max() is "never", even for a clock that has been advanced all the way.
+    static bool is_due(time_point due, time_point now) noexcept
+    {
+        return due <= now && due != time_point::max();
     }
 
     node* take_until(time_point deadline, std::stop_token& stop);

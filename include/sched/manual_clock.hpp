@@ -34,7 +34,10 @@ public:
     static time_point now() noexcept { return time_point(duration(ticks_.load())); }
 
     /// Moves time forward by @p d and wakes everything waiting on this clock.
-    /** @throws std::invalid_argument if @p d is negative; time never goes back. */
+    /**
+     * Time saturates at time_point::max() rather than wrapping.
+     * @throws std::invalid_argument if @p d is negative; time never goes back.
+     */
     static void advance(duration d);
 
     /// Moves time forward to @p t (no-op if it is already there) and wakes waiters.

@@ -37,8 +37,9 @@ using task_wrapper = std::function<void(const std::function<void()>& run)>;
  * cancelled task stays queued (holding its memory and whatever it captured) until it would have
  * been due.
  *
- * Hooks run on the pool's threads (decorate_task: on the scheduling thread) and must not throw;
- * an exception escaping a hook calls std::terminate.
+ * The hooks that run on the pool's threads must not throw: an exception escaping one calls
+ * std::terminate. decorate_task runs on the scheduling thread instead; what it throws propagates
+ * to the scheduling call, which then schedules nothing.
  */
 struct pool_options
 {
@@ -55,7 +56,8 @@ struct pool_options
     bool execute_existing_delayed_tasks_after_shutdown = true;
 
     /// Whether a cancelled task leaves the queue at once (true) or when it would have been due
-    /// (false, Java's default).
+    /// (false, Java's default). Once the pool is shut down, cancelled tasks always leave at once,
+    /// since they would only delay termination.
     bool remove_on_cancel = true;
 
     /// What happens to tasks scheduled after shutdown.

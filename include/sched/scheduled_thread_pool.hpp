@@ -137,7 +137,12 @@ public:
 
     /// Runs @p f as soon as a worker is free, without a future: what it throws reaches only the
     /// after_execute hook.
-    /** @copydetails schedule */
+    /**
+     * With no future, a task rejected under the discard policies after shutdown is dropped
+     * without a word; use submit() to learn its fate.
+     * @throws std::invalid_argument if @p f is empty.
+     * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
+     */
     template <class F>
     requires detail::task_body<F>
     void execute(F&& f);
@@ -146,8 +151,9 @@ public:
     /**
      * Periodic tasks stop unless continue_existing_periodic_tasks_after_shutdown; delayed
      * one-shot tasks still run when due unless execute_existing_delayed_tasks_after_shutdown is
-     * false. Cancelled tasks are cancelled with their futures told. Does not wait: see
-     * await_termination(). Calling it again has no effect.
+     * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
+     * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
+     * see await_termination(). Calling it again has no effect.
      */
     void shutdown();
 
@@ -209,9 +215,22 @@ private:
     void retire(task_ptr t) noexcept;
 
     bool may_run(const task_type& t) const noexcept;
+    bool keeps_after_shutdown(const task_type& t) const noexcept;
+    bool removes_cancelled() const noexcept;
     void on_cancelled(task_type& t) noexcept override;
     void take_pending() noexcept;
     void finish_pending() noexcept;
+    void stop_workers() noexcept;
+
+    // Takes every queued task matching pred out of the queue, in due order, with the queue's
+    // references. Out of memory, it takes what it could and sets `failure`.
+    template <class Predicate>
+    std::vector<task_ptr> take_queued(Predicate pred, std::exception_ptr& failure);
+
+    static task_type& as_task(typename queue_type::node& n) noexcept
+    {
+        return static_cast<task_type&>(n);
+    }
 
     template <class F>
     static void check_not_empty(const F& f);
@@ -225,7 +244,8 @@ private:
     // Tasks accepted and not yet finished: queued, or taken by a worker. When it reaches zero
     // after shutdown, nothing can be queued again and the workers are stopped.
     std::atomic<std::size_t> pending_{0};
-    std::stop_source stop_; // the workers exit; running stop-token tasks see it
+    std::stop_source stop_;     // the workers exit; running stop-token tasks see it
+    std::mutex shutdown_mutex_; // one shutdown() or shutdown_now() at a time
     std::vector<std::thread> workers_;
     std::atomic<std::size_t> live_workers_{0};
     mutable std::mutex termination_mutex_;

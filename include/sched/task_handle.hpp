@@ -63,7 +63,8 @@ public:
     /**
      * A one-shot task completes its future with its value or exception. A periodic task runs
      * once and then ends cancelled, since nothing will run it again. A task already cancelled
-     * through its future does not run.
+     * through its future does not run. The pool's before_execute and after_execute hooks do not
+     * run: the task has left its pool.
      *
      * @throws std::future_error (no_state) if the handle is empty.
      */

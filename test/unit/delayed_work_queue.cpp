@@ -2,11 +2,13 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -120,6 +122,27 @@ BOOST_AUTO_TEST_CASE(negative_delay_is_due_now)
     queue.push(a, -5s);
     BOOST_TEST(a.due_time() == at(100s));
     BOOST_TEST(id_of(queue.poll()) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_delay_throws_invalid_argument)
+{
+    auto& a = make(1);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    BOOST_CHECK_THROW(queue.push(a, std::chrono::duration<double>(nan)), std::invalid_argument);
+    BOOST_TEST(queue.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_never_due_task_stays_queued_even_at_the_end_of_time)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, manual_clock::duration::max());
+    manual_clock::advance(manual_clock::duration::max()); // saturates at time_point::max()
+    queue.push(b, manual_clock::time_point{});            // long overdue
+    BOOST_TEST(id_of(queue.poll()) == 2);
+    BOOST_TEST(queue.poll() == nullptr);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out)) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(huge_delays_saturate_to_never)
@@ -275,33 +298,37 @@ BOOST_AUTO_TEST_CASE(drain_keeps_the_task_whose_output_threw)
     BOOST_TEST(id_of(queue.poll()) == 2);
 }
 
-BOOST_AUTO_TEST_CASE(remove_if_takes_matching_tasks_due_or_not_and_keeps_the_order)
+BOOST_AUTO_TEST_CASE(remove_if_takes_matching_tasks_due_or_not_in_queue_order)
 {
     auto& tasks = storage;
     for (int i = 0; i < 50; ++i)
         tasks.emplace_back(i);
-    for (auto& t : tasks)
-        queue.push(t, std::chrono::seconds(50 - t.id));
+    for (auto& t : tasks) // due in reverse id order, pairs sharing a due time
+        queue.push(t, std::chrono::seconds((50 - t.id) / 2));
     std::vector<node*> out;
     const auto removed = queue.remove_if(
         [](node& n) { return static_cast<test_task&>(n).id % 3 == 0; }, std::back_inserter(out));
     BOOST_TEST(removed == 17u);
-    BOOST_TEST(out.size() == 17u);
+    // Handed out as they would have come out: by due time, then push order.
+    std::vector<int> removed_ids, expected_removed;
     for (node* n : out)
-        BOOST_TEST(id_of(n) % 3 == 0);
+        removed_ids.push_back(id_of(n));
+    for (int i = 0; i < 50; i += 3)
+        expected_removed.push_back(i);
+    // Pushed in id order, so among equal due times the lower id comes first.
+    std::sort(expected_removed.begin(), expected_removed.end(),
+              [](int a, int b) { return std::pair((50 - a) / 2, a) < std::pair((50 - b) / 2, b); });
+    BOOST_TEST(removed_ids == expected_removed, boost::test_tools::per_element());
     manual_clock::advance(50s);
-    std::vector<int> expected;
-    for (int i = 49; i >= 0; --i)
-    {
-        if (i % 3 != 0)
-            expected.push_back(i);
-    }
-    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
+    std::vector<int> rest = poll_all();
+    BOOST_TEST(rest.size() == 33u);
+    for (int id : rest)
+        BOOST_TEST(id % 3 != 0);
     for (node* n : out) // removed tasks are unqueued and can be pushed again
         BOOST_TEST(queue.push(*n, 1s) == (n == out.front()));
 }
 
-BOOST_AUTO_TEST_CASE(remove_if_keeps_everything_not_yet_moved_when_the_predicate_throws)
+BOOST_AUTO_TEST_CASE(remove_if_removes_nothing_when_the_predicate_throws)
 {
     auto& tasks = storage;
     for (int i = 0; i < 10; ++i)
@@ -318,12 +345,40 @@ BOOST_AUTO_TEST_CASE(remove_if_keeps_everything_not_yet_moved_when_the_predicate
                           },
                           std::back_inserter(out)),
                       std::runtime_error);
-    BOOST_TEST(out.size() == 3u);
-    BOOST_TEST(queue.size() == 7u);
-    for (node* n : out)
-        BOOST_TEST(!queue.remove(*n)); // really gone
+    BOOST_TEST(out.empty());
+    BOOST_TEST(queue.size() == 10u);
     manual_clock::advance(10s);
-    BOOST_TEST(poll_all().size() == 7u);
+    BOOST_TEST(poll_all() == (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(remove_if_keeps_the_tasks_not_yet_written_when_the_output_throws)
+{
+    auto& tasks = storage;
+    for (int i = 0; i < 10; ++i)
+        tasks.emplace_back(i);
+    for (auto& t : tasks)
+        queue.push(t, std::chrono::seconds(t.id));
+    struct throwing_output
+    {
+        std::vector<int>* written;
+        throwing_output& operator*() { return *this; }
+        throwing_output& operator++() { return *this; }
+        throwing_output& operator=(node* n)
+        {
+            if (written->size() == 3)
+                throw std::runtime_error("full");
+            written->push_back(id_of(n));
+            return *this;
+        }
+    };
+    std::vector<int> written;
+    BOOST_CHECK_THROW(queue.remove_if([](node&) { return true; }, throwing_output{&written}),
+                      std::runtime_error);
+    BOOST_TEST(written == (std::vector<int>{0, 1, 2}), boost::test_tools::per_element());
+    manual_clock::advance(10s);
+    BOOST_TEST(poll_all() == (std::vector<int>{3, 4, 5, 6, 7, 8, 9}),
+               boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(clear_unqueues_everything)

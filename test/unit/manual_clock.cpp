@@ -33,6 +33,15 @@ BOOST_AUTO_TEST_CASE(going_back_throws_invalid_argument)
     BOOST_TEST((manual_clock::now() == at(5s)));
 }
 
+BOOST_AUTO_TEST_CASE(advance_saturates_at_the_end_of_time)
+{
+    manual_clock::advance(1s);
+    manual_clock::advance(manual_clock::duration::max());
+    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    manual_clock::advance(1s);
+    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+}
+
 BOOST_AUTO_TEST_CASE(reset_returns_to_the_epoch)
 {
     manual_clock::advance(1h);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -163,6 +164,31 @@ BOOST_AUTO_TEST_CASE(empty_callables_throw_invalid_argument_and_schedule_nothing
     BOOST_CHECK_THROW(pool.schedule(1s, null_function), std::invalid_argument);
     BOOST_CHECK_THROW(pool.schedule_at_fixed_rate(1s, 1s, empty_void), std::invalid_argument);
     BOOST_CHECK_THROW(pool.schedule_with_fixed_delay(1s, 1s, null_function), std::invalid_argument);
+    BOOST_TEST(pool.queue().empty());
+}
+
+int forty_two()
+{
+    return 42;
+}
+
+BOOST_AUTO_TEST_CASE(functions_by_name_and_reference_wrappers_are_accepted)
+{
+    manual_pool pool(1);
+    BOOST_TEST(pool.submit(forty_two).get() == 42); // a function reference: never empty
+    std::function<int()> empty;
+    BOOST_CHECK_THROW(pool.submit(std::ref(empty)), std::invalid_argument);
+    std::function<int()> full = forty_two;
+    BOOST_TEST(pool.submit(std::ref(full)).get() == 42);
+}
+
+BOOST_AUTO_TEST_CASE(a_nan_delay_throws_invalid_argument_and_schedules_nothing)
+{
+    manual_pool pool(1);
+    const std::chrono::duration<double> nan(std::numeric_limits<double>::quiet_NaN());
+    BOOST_CHECK_THROW(pool.schedule(nan, [] {}), std::invalid_argument);
+    BOOST_CHECK_THROW(pool.schedule_at_fixed_rate(nan, 1s, [] {}), std::invalid_argument);
+    BOOST_CHECK_THROW(pool.schedule_at_fixed_rate(1s, nan, [] {}), std::invalid_argument);
     BOOST_TEST(pool.queue().empty());
 }
 
@@ -547,6 +573,45 @@ BOOST_AUTO_TEST_CASE(decorate_task_carries_context_from_scheduling_to_every_run)
     std::lock_guard lock(mutex);
     BOOST_TEST((seen == std::vector<std::string>{"req-43", "req-43", "req-43"}),
                boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_wrapper_that_swallows_the_exception_still_fails_the_task)
+{
+    sched::pool_options options = single_worker();
+    options.decorate_task = [] {
+        return sched::task_wrapper([](const std::function<void()>& run) {
+            try
+            {
+                run();
+            }
+            catch (...)
+            {}
+        });
+    };
+    manual_pool pool(options);
+    BOOST_CHECK_THROW(pool.submit([]() -> int { throw std::out_of_range("lost?"); }).get(),
+                      std::out_of_range);
+}
+
+BOOST_AUTO_TEST_CASE(after_execute_runs_after_a_periodic_task_is_queued_again)
+{
+    // A slow after_execute hook must not push a fixed-delay task's next run back.
+    sched::pool_options options = single_worker();
+    options.after_execute = [](std::exception_ptr) {
+        manual_clock::advance(2s);
+    };
+    manual_pool pool(options);
+    run_log log;
+    manual_future<void> f;
+    f = pool.schedule_with_fixed_delay(10s, 5s, [&] { log.record(f); });
+    manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return manual_clock::now() == at(12s); }));
+    manual_clock::advance_to(at(20s));
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    BOOST_TEST(f.cancel());
+    const auto due = log.snapshot();
+    BOOST_TEST((due[1] == at(15s))); // 5 s after the run ended at 10 s, not after the hook
 }
 
 BOOST_AUTO_TEST_CASE(a_wrapper_that_skips_the_run_fails_the_task)

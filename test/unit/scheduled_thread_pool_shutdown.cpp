@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/counter.hpp"
+#include "support/hook_clock.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
 
@@ -187,6 +188,88 @@ BOOST_AUTO_TEST_CASE(a_running_periodic_task_does_not_run_again_after_shutdown_n
     BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
     pool.await_termination();
     BOOST_TEST(runs.value() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_now_hands_back_equal_due_times_in_scheduling_order)
+{
+    manual_pool pool(1);
+    std::vector<int> ran; // the handles run on this thread, in the order handed back
+    std::vector<manual_future<void>> futures;
+    for (int i = 0; i < 6; ++i)
+        futures.push_back(pool.schedule(1h, [&ran, i] { ran.push_back(i); }));
+    futures[0].cancel();
+    auto never_ran = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(never_ran.size() == 5u);
+    for (auto& handle : never_ran)
+        handle.run();
+    BOOST_TEST(ran == (std::vector<int>{1, 2, 3, 4, 5}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(shutdown_cancels_tasks_due_never_instead_of_waiting_forever)
+{
+    manual_pool pool(1);
+    auto never = pool.schedule(std::chrono::hours::max(), [] { return 1; });
+    auto soon = pool.schedule(1s, [] { return 2; });
+    pool.shutdown();
+    BOOST_TEST(never.is_cancelled()); // it could only have held the pool open
+    BOOST_TEST(!soon.is_done());      // a delayed task still runs (Java's default)
+    manual_clock::advance(1s);
+    BOOST_TEST(soon.get() == 2);
+    BOOST_TEST(pool.await_termination(60s));
+}
+
+BOOST_AUTO_TEST_CASE(without_remove_on_cancel_a_task_cancelled_after_shutdown_leaves_at_once)
+{
+    sched::pool_options options = single_worker();
+    options.remove_on_cancel = false;
+    manual_pool pool(options);
+    auto f = pool.schedule(1h, [] {});
+    pool.shutdown();
+    BOOST_TEST(pool.queue().size() == 1u);
+    BOOST_TEST(f.cancel());
+    BOOST_TEST(pool.queue().empty()); // it would only delay termination by an hour
+    BOOST_TEST(pool.await_termination(60s));
+}
+
+BOOST_AUTO_TEST_CASE(a_shutdown_between_a_periodic_run_and_its_requeue_still_stops_it)
+{
+    using pool_type = sched::basic_scheduled_thread_pool<sched::test::hook_clock>;
+    pool_type pool(1);
+    sched::basic_scheduled_future<void, sched::test::hook_clock> periodic;
+    counter runs;
+    periodic = pool.schedule_at_fixed_rate(1s, 1h, [&] {
+        // The worker's next now() call comes after this run and before the task is queued again.
+        sched::test::hook_clock::on_next_now([&] { pool.shutdown(); });
+        runs.increment();
+    });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    BOOST_TEST(pool.await_termination(60s)); // not an hour later
+    BOOST_TEST(periodic.is_cancelled());
+    BOOST_TEST(pool.queue().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_cancel_and_shutdown_between_a_run_and_its_requeue_leave_nothing_queued)
+{
+    // With remove_on_cancel off, the re-queue must still drop a task a shutdown did not see.
+    using pool_type = sched::basic_scheduled_thread_pool<sched::test::hook_clock>;
+    sched::pool_options options = single_worker();
+    options.remove_on_cancel = false;
+    pool_type pool(options);
+    sched::basic_scheduled_future<void, sched::test::hook_clock> periodic;
+    counter runs;
+    periodic = pool.schedule_with_fixed_delay(1s, 1h, [&] {
+        sched::test::hook_clock::on_next_now([&] {
+            periodic.cancel();
+            pool.shutdown();
+        });
+        runs.increment();
+    });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    BOOST_TEST(pool.await_termination(60s));
+    BOOST_TEST(periodic.is_cancelled());
+    BOOST_TEST(pool.queue().empty());
 }
 
 BOOST_AUTO_TEST_CASE(the_abort_policy_throws_rejected_execution_after_shutdown)

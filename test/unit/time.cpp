@@ -3,7 +3,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <limits>
+#include <stdexcept>
 
 using namespace std::chrono_literals;
 using ns = std::chrono::nanoseconds;
@@ -31,6 +33,27 @@ BOOST_AUTO_TEST_CASE(saturating_cast_clamps_instead_of_overflowing)
     BOOST_TEST((saturating_cast<ns>(std::chrono::duration<double>(-1e300)) == ns::min()));
     const double nan = std::numeric_limits<double>::quiet_NaN();
     BOOST_TEST((saturating_cast<ns>(std::chrono::duration<double>(nan)) == ns::zero()));
+}
+
+BOOST_AUTO_TEST_CASE(saturating_cast_handles_unsigned_representations)
+{
+    using sched::detail::saturating_cast;
+    using unsigned_ms = std::chrono::duration<std::uint64_t, std::milli>;
+    using unsigned_ns = std::chrono::duration<std::uint64_t, std::nano>;
+    BOOST_TEST(saturating_cast<ns>(unsigned_ms(5)).count() == 5'000'000);
+    BOOST_TEST(
+        (saturating_cast<ns>(unsigned_ms(std::numeric_limits<std::uint64_t>::max())) == ns::max()));
+    BOOST_TEST(
+        (saturating_cast<ns>(unsigned_ns(std::numeric_limits<std::uint64_t>::max())) == ns::max()));
+    BOOST_TEST(saturating_cast<ns>(unsigned_ns(7)).count() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(due_after_rejects_a_nan_delay)
+{
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    BOOST_CHECK_THROW(
+        sched::detail::due_after<std::chrono::steady_clock>(std::chrono::duration<double>(nan)),
+        std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(saturating_add_treats_negative_as_zero_and_caps_at_max)

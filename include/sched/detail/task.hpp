@@ -114,12 +114,12 @@ public:
 
     void wait() const
     {
-        if (!is_settled(state()))
+        if (!settled())
         {
             waiters_.store(true);
             parking_slot& slot = parking_slot_for(this);
             std::unique_lock lock(slot.mutex);
-            slot.completed.wait(lock, [this] { return is_settled(state()); });
+            slot.completed.wait(lock, [this] { return settled(); });
         }
     }
 
@@ -127,12 +127,12 @@ public:
     template <class WaitClock, class WaitDuration>
     bool wait_until(const std::chrono::time_point<WaitClock, WaitDuration>& deadline) const
     {
-        if (is_settled(state()))
+        if (settled())
             return true;
         waiters_.store(true);
         parking_slot& slot = parking_slot_for(this);
         std::unique_lock lock(slot.mutex);
-        return slot.completed.wait_until(lock, deadline, [this] { return is_settled(state()); });
+        return slot.completed.wait_until(lock, deadline, [this] { return settled(); });
     }
 
 protected:
@@ -163,9 +163,11 @@ private:
     virtual void destroy_body() noexcept = 0;
     virtual void destroy() noexcept = 0;
 
-    // Done for waiting purposes: completing and interrupting are about to settle.
-    static bool is_settled(future_state s) noexcept
+    // Done for waiting purposes (completing and interrupting are about to settle). A sequentially
+    // consistent load: see wake_waiters().
+    bool settled() const noexcept
     {
+        const future_state s = state_.load();
         return s != future_state::pending && s != future_state::completing &&
                s != future_state::interrupting;
     }

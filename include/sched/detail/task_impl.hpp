@@ -5,6 +5,7 @@
 #include <sched/detail/time.hpp>
 
 #include <concepts>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -140,7 +141,8 @@ private:
 };
 
 // A body run through a wrapper from the pool's decorate_task hook. The wrapper gets a callable
-// that runs the body and must call it exactly once.
+// that runs the body and must call it exactly once. What the body throws passes through the
+// wrapper; if the wrapper swallows it, the task fails with it all the same.
 template <class F, class Wrapper>
 class decorated
 {
@@ -153,17 +155,30 @@ public:
     {
         using result = std::invoke_result_t<F&, Args...>;
         std::conditional_t<std::is_void_v<result>, bool, std::optional<result>> outcome{};
+        std::exception_ptr error;
+        bool called = false;
         auto run = [&] {
-            if constexpr (std::is_void_v<result>)
+            called = true;
+            try
             {
-                std::invoke(body_, std::forward<Args>(args)...);
-                outcome = true;
+                if constexpr (std::is_void_v<result>)
+                {
+                    std::invoke(body_, std::forward<Args>(args)...);
+                    outcome = true;
+                }
+                else
+                    outcome.emplace(std::invoke(body_, std::forward<Args>(args)...));
             }
-            else
-                outcome.emplace(std::invoke(body_, std::forward<Args>(args)...));
+            catch (...)
+            {
+                error = std::current_exception();
+                throw;
+            }
         };
         wrapper_(std::function<void()>(std::ref(run))); // a reference: no allocation
-        if (!outcome)
+        if (error)
+            std::rethrow_exception(error);
+        if (!called || !outcome)
             throw std::logic_error("sched: a task wrapper from decorate_task did not run its task");
         if constexpr (!std::is_void_v<result>)
             return std::move(*outcome);

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <ratio>
+#include <stdexcept>
 #include <type_traits>
+#include <utility>
 
 namespace sched::detail {
 
@@ -14,7 +16,7 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
 {
     if constexpr (std::is_floating_point_v<Rep>)
     {
-        if (!(d == d)) // NaN: no meaningful delay, treat it as zero
+        if (d != d) // NaN: callers reject it first (see due_after); zero is the safe answer
             return To::zero();
         // Compare in To's units with long double, which holds To's integral limits exactly.
         using wide = std::chrono::duration<long double, typename To::period>;
@@ -27,12 +29,12 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
     }
     else if constexpr (std::ratio_less_equal_v<typename To::period, Period>)
     {
-        // From is at least as coarse as To: check the bounds in From's units, where To's limits
-        // are representable, before multiplying.
-        using from = std::chrono::duration<std::common_type_t<Rep, typename To::rep>, Period>;
-        if (from(d) >= std::chrono::duration_cast<from>(To::max()))
+        // From is at least as coarse as To: compare with To's limits expressed in From's unit
+        // (representable there), as integers of whatever signedness.
+        using bound = std::chrono::duration<typename To::rep, Period>;
+        if (std::cmp_greater_equal(d.count(), std::chrono::duration_cast<bound>(To::max()).count()))
             return To::max();
-        if (from(d) <= std::chrono::duration_cast<from>(To::min()))
+        if (std::cmp_less_equal(d.count(), std::chrono::duration_cast<bound>(To::min()).count()))
             return To::min();
     }
     return std::chrono::duration_cast<To>(d);
@@ -51,10 +53,16 @@ constexpr TimePoint saturating_add(TimePoint t, typename TimePoint::duration d) 
     return t + d;
 }
 
-// When a task scheduled with `delay` from now is due on Clock.
+// When a task scheduled with `delay` from now is due on Clock. Throws std::invalid_argument for
+// a NaN delay, the one delay that means nothing.
 template <class Clock, class Rep, class Period>
-typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay) noexcept
+typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
 {
+    if constexpr (std::is_floating_point_v<Rep>)
+    {
+        if (delay != delay)
+            throw std::invalid_argument("sched: a delay is NaN");
+    }
     return saturating_add(Clock::now(), saturating_cast<typename Clock::duration>(delay));
 }
 

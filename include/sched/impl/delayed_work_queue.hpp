@@ -3,6 +3,8 @@
 
 #include <sched/delayed_work_queue.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -52,7 +54,14 @@ bool basic_delayed_work_queue<Clock>::empty() const
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::peek() const -> node*
+auto basic_delayed_work_queue<Clock>::peek() -> node*
+{
+    std::lock_guard lock(mutex_);
+    return heap_.empty() ? nullptr : heap_.front().task;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::peek() const -> const node*
 {
     std::lock_guard lock(mutex_);
     return heap_.empty() ? nullptr : heap_.front().task;
@@ -62,7 +71,7 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
     std::lock_guard lock(mutex_);
-    if (task.heap_index_ != not_queued)
+    if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     heap_.push_back(entry{due, next_seq_, &task}); // first: if it throws, nothing has changed
     ++next_seq_;
@@ -87,7 +96,7 @@ template <class Clock>
 auto basic_delayed_work_queue<Clock>::poll() -> node*
 {
     std::lock_guard lock(mutex_);
-    if (heap_.empty() || Clock::now() < heap_.front().due)
+    if (heap_.empty() || !is_due(heap_.front().due, Clock::now()))
         return nullptr;
     return pop_head();
 }
@@ -102,7 +111,7 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
 {
     std::lock_guard lock(mutex_);
-    const std::size_t i = task.heap_index_;
+    const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
     if (i >= heap_.size() || heap_[i].task != &task) // not queued, or queued elsewhere
         return false;
     remove_at(i);
@@ -116,7 +125,7 @@ std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max
     std::lock_guard lock(mutex_);
     const time_point now = Clock::now();
     std::size_t moved = 0;
-    while (moved < max_tasks && !heap_.empty() && heap_.front().due <= now)
+    while (moved < max_tasks && !heap_.empty() && is_due(heap_.front().due, now))
     {
         *out = heap_.front().task; // first: if it throws, the task stays queued
         ++out;
@@ -131,37 +140,45 @@ template <class Predicate, class OutputIt>
 std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt out)
 {
     std::lock_guard lock(mutex_);
-    // Compact the kept entries to the front, then restore the heap once: O(n), however many go.
+    // Partition: kept entries to the front, matching ones to the back. If pred throws, the array
+    // still holds every entry, and rebuilding restores the heap.
+    const std::size_t n = heap_.size();
     std::size_t kept = 0;
-    std::size_t i = 0;
     try
     {
-        for (; i < heap_.size(); ++i)
+        for (std::size_t i = 0; i < n; ++i)
         {
-            node* const task = heap_[i].task;
-            if (pred(*task))
-            {
-                *out = task;
-                ++out;
-                task->heap_index_ = not_queued;
-            }
-            else
-                heap_[kept++] = heap_[i];
+            if (!pred(*heap_[i].task))
+                std::swap(heap_[kept++], heap_[i]);
         }
     }
     catch (...)
     {
-        for (; i < heap_.size(); ++i) // keep everything not yet moved
-            heap_[kept++] = heap_[i];
-        heap_.resize(kept);
         rebuild();
         throw;
     }
-    const std::size_t moved = heap_.size() - kept;
+    // Hand the matching ones out in queue order. If writing throws, the rest stay queued.
+    std::sort(heap_.begin() + static_cast<std::ptrdiff_t>(kept), heap_.end(), earlier);
+    std::size_t written = kept;
+    try
+    {
+        for (; written < n; ++written)
+        {
+            *out = heap_[written].task;
+            ++out;
+            heap_[written].task->heap_index_.store(not_queued, std::memory_order_relaxed);
+        }
+    }
+    catch (...)
+    {
+        heap_.erase(heap_.begin() + static_cast<std::ptrdiff_t>(kept),
+                    heap_.begin() + static_cast<std::ptrdiff_t>(written));
+        rebuild();
+        throw;
+    }
     heap_.resize(kept);
-    rebuild();
-    // Removing tasks can only make the head later, so no waiter needs waking.
-    return moved;
+    rebuild(); // removing tasks can only make the head later: no waiter needs waking
+    return n - kept;
 }
 
 template <class Clock>
@@ -169,7 +186,7 @@ std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
 {
     std::lock_guard lock(mutex_);
     for (entry& e : heap_)
-        e.task->heap_index_ = not_queued;
+        e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
     const std::size_t cleared = heap_.size();
     std::vector<entry>().swap(heap_);
     return cleared;
@@ -190,7 +207,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline, std::stop_
         if (stop.stop_requested())
             break;
         const time_point now = Clock::now();
-        if (!heap_.empty() && heap_.front().due <= now)
+        if (!heap_.empty() && is_due(heap_.front().due, now))
         {
             taken = pop_head();
             break;
@@ -248,7 +265,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::place(std::size_t i, const entry& e) noexcept
 {
     heap_[i] = e;
-    e.task->heap_index_ = i;
+    e.task->heap_index_.store(i, std::memory_order_relaxed);
 }
 
 template <class Clock>
@@ -297,7 +314,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::rebuild() noexcept
 {
     for (std::size_t i = 0; i < heap_.size(); ++i)
-        heap_[i].task->heap_index_ = i;
+        heap_[i].task->heap_index_.store(i, std::memory_order_relaxed);
     if (heap_.size() > 1)
     {
         for (std::size_t i = (heap_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
@@ -330,7 +347,7 @@ void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
         if (at == i)
             at = sift_up(i);
     }
-    task->heap_index_ = not_queued;
+    task->heap_index_.store(not_queued, std::memory_order_relaxed);
     release_spare_capacity();
     check_invariants(at);
 }
@@ -338,15 +355,17 @@ void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
 template <class Clock>
 void basic_delayed_work_queue<Clock>::release_spare_capacity() noexcept
 {
-    // Halve the array once it is three quarters empty, so that cancelling a mass of tasks gives
-    // their memory back; amortised O(1), and never thrashing around one size.
-    const std::size_t capacity = heap_.capacity();
+    // Halve the array whenever it is three quarters empty, so that cancelling a mass of tasks
+    // gives their memory back; amortised O(1), and never thrashing around one size.
+    std::size_t capacity = heap_.capacity();
     if (capacity < 2 * min_capacity || heap_.size() > capacity / 4)
         return;
+    while (capacity >= 2 * min_capacity && heap_.size() <= capacity / 4)
+        capacity /= 2;
     try
     {
         std::vector<entry> smaller;
-        smaller.reserve(capacity / 2);
+        smaller.reserve(capacity);
         smaller.assign(heap_.begin(), heap_.end());
         heap_.swap(smaller);
     }
@@ -365,10 +384,11 @@ void basic_delayed_work_queue<Clock>::check_invariants(
     // builds stay usable with millions of tasks.
     constexpr std::size_t full_check_limit = 4096;
     const auto check = [this](std::size_t i) {
-        if (heap_[i].task->heap_index_ != i)
+        const std::size_t recorded = heap_[i].task->heap_index_.load(std::memory_order_relaxed);
+        if (recorded != i)
         {
             std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records index %zu\n", i,
-                         heap_[i].task->heap_index_);
+                         recorded);
             std::abort();
         }
         if (i > 0 && earlier(heap_[i], heap_[(i - 1) / arity]))

@@ -7,6 +7,7 @@
 #include <sched/detail/thread_name.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <type_traits>
@@ -22,6 +23,12 @@ void call_hook(const Hook& hook, Args&&... args) noexcept
     if (hook)
         hook(std::forward<Args>(args)...);
 }
+
+template <class T>
+inline constexpr bool is_reference_wrapper = false;
+
+template <class T>
+inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
 
 inline pool_options options_with_threads(std::size_t threads)
 {
@@ -54,7 +61,7 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     {
         live_workers_.fetch_sub(options_.threads - workers_.size());
         state_.store(run_state::stopped);
-        stop_.request_stop();
+        stop_workers();
         for (std::thread& worker : workers_)
             worker.join();
         throw;
@@ -123,49 +130,50 @@ void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::shutdown()
 {
+    std::lock_guard lock(shutdown_mutex_); // a second caller returns once the first is done
     run_state expected = run_state::running;
     if (!state_.compare_exchange_strong(expected, run_state::shutdown))
         return;
     // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
-    std::vector<typename queue_type::node*> dropped;
-    queue_.remove_if(
-        [this](typename queue_type::node& n) {
-            const auto& t = static_cast<const task_type&>(n);
-            return t.state() != future_state::pending || !may_run(t);
+    std::exception_ptr failure;
+    std::vector<task_ptr> dropped = take_queued(
+        [this](const task_type& t) {
+            return t.state() != future_state::pending || !keeps_after_shutdown(t);
         },
-        std::back_inserter(dropped));
-    for (typename queue_type::node* n : dropped)
+        failure);
+    for (task_ptr& t : dropped)
     {
-        task_ptr t(static_cast<task_type*>(n), false);
         t->cancel(false);
         retire(std::move(t));
     }
     if (pending_.load() == 0)
-        stop_.request_stop(); // nothing queued or running: the workers may go
+        stop_workers(); // nothing queued or running: the workers may go
+    if (failure)
+        std::rethrow_exception(failure);
 }
 
 template <class Clock>
 auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_handle_type>
 {
+    std::lock_guard lock(shutdown_mutex_);
     state_.store(run_state::stopped);
-    std::vector<typename queue_type::node*> taken;
-    queue_.remove_if([](const typename queue_type::node&) { return true; },
-                     std::back_inserter(taken));
-    std::stable_sort(taken.begin(), taken.end(),
-                     [](const auto* a, const auto* b) { return a->due_time() < b->due_time(); });
+    std::exception_ptr failure;
+    std::vector<task_ptr> taken = take_queued([](const task_type&) { return true; }, failure);
     std::vector<task_handle_type> never_ran;
     never_ran.reserve(taken.size());
-    for (typename queue_type::node* n : taken)
+    for (task_ptr& t : taken) // in due order
     {
-        task_ptr t(static_cast<task_type*>(n), false);
         t->set_owner(nullptr); // the handle decides now; the pool may be gone by then
         if (t->state() == future_state::pending)
             never_ran.push_back(task_handle_type(t.detach()));
         else
             t->release_body(); // cancelled while queued: its future knows already
+        t.reset();
         finish_pending();
     }
-    stop_.request_stop();
+    stop_workers();
+    if (failure)
+        std::rethrow_exception(failure);
     return never_ran;
 }
 
@@ -250,7 +258,7 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     }
     // Java's delayedExecute: a shutdown between the check and the push may have missed this
     // task; apply the policies to it here.
-    if (state_.load() != run_state::running && !may_run(t) && queue_.remove(t))
+    if (state_.load() != run_state::running && !keeps_after_shutdown(t) && queue_.remove(t))
     {
         t.cancel(false);
         retire(task_ptr(&t, false));
@@ -309,18 +317,24 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
     }
     detail::call_hook(options_.before_execute);
     std::exception_ptr error = t->run(stop);
-    detail::call_hook(options_.after_execute, std::move(error));
+    // As in Java, a periodic task is back in the queue before after_execute runs, so that the
+    // hook's own time does not delay the next run.
     if (t->is_periodic() && t->state() == future_state::pending)
     {
         if (may_run(*t))
         {
             const time_point next = t->next_due(Clock::now());
             requeue(std::move(t), next);
-            return;
         }
-        t->cancel(false);
+        else
+        {
+            t->cancel(false);
+            retire(std::move(t));
+        }
     }
-    retire(std::move(t));
+    else
+        retire(std::move(t));
+    detail::call_hook(options_.after_execute, std::move(error));
 }
 
 template <class Clock>
@@ -339,8 +353,8 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due)
     }
     (void)t.detach(); // the queue holds the runner's reference now
     // A cancel or a shutdown that came while the task ran could not take it out of the queue.
-    const bool drop =
-        keep->state() != future_state::pending ? options_.remove_on_cancel : !may_run(*keep);
+    const bool drop = !keeps_after_shutdown(*keep) ||
+                      (keep->state() != future_state::pending && removes_cancelled());
     if (drop && queue_.remove(*keep))
     {
         keep->cancel(false); // no effect if it was already cancelled
@@ -373,11 +387,49 @@ bool basic_scheduled_thread_pool<Clock>::may_run(const task_type& t) const noexc
 }
 
 template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::keeps_after_shutdown(const task_type& t) const noexcept
+{
+    // A task due "never" would hold a shut-down pool open forever without running.
+    return state_.load() == run_state::running || (may_run(t) && t.due_time() != time_point::max());
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::removes_cancelled() const noexcept
+{
+    // Once shut down, a cancelled task left queued would only delay termination.
+    return options_.remove_on_cancel || state_.load() != run_state::running;
+}
+
+template <class Clock>
 void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
     // Called by cancel() on any thread, which holds a reference to t.
-    if (options_.remove_on_cancel && queue_.remove(t))
+    if (removes_cancelled() && queue_.remove(t))
         retire(task_ptr(&t, false));
+}
+
+template <class Clock>
+template <class Predicate>
+auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::exception_ptr& failure)
+    -> std::vector<task_ptr>
+{
+    std::vector<typename queue_type::node*> nodes;
+    // Room for racing pushes too, so that running out of memory half-way is all but impossible.
+    nodes.reserve(queue_.size() + 64);
+    try
+    {
+        queue_.remove_if([&](typename queue_type::node& n) { return pred(as_task(n)); },
+                         std::back_inserter(nodes));
+    }
+    catch (...) // out of memory: the tasks not taken stay queued; those taken are handled
+    {
+        failure = std::current_exception();
+    }
+    std::vector<task_ptr> tasks;
+    tasks.reserve(nodes.size());
+    for (typename queue_type::node* n : nodes)
+        tasks.emplace_back(&as_task(*n), false); // adopts the queue's reference
+    return tasks;
 }
 
 template <class Clock>
@@ -391,19 +443,31 @@ void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
 {
     // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check).
     if (pending_.fetch_sub(1) == 1 && state_.load() != run_state::running)
-        stop_.request_stop();
+        stop_workers();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::stop_workers() noexcept
+{
+    // Through a copy: once stop is requested, the workers exit and the pool may be destroyed
+    // while this thread (a canceller's, perhaps) is still inside request_stop().
+    std::stop_source stop = stop_;
+    stop.request_stop();
 }
 
 template <class Clock>
 template <class F>
 void basic_scheduled_thread_pool<Clock>::check_not_empty(const F& f)
 {
-    using body = std::decay_t<F>;
+    // F is as deduced: a function (never empty), a function pointer, a class with an explicit
+    // operator bool (std::function and the like), or a reference_wrapper around one of them.
     bool empty = false;
-    if constexpr (std::is_pointer_v<body> || std::is_member_pointer_v<body>)
-        empty = static_cast<body>(f) == nullptr;
-    else if constexpr (requires(const body& b) { b.operator bool(); })
+    if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>)
+        empty = f == nullptr;
+    else if constexpr (requires { f.operator bool(); })
         empty = !static_cast<bool>(f);
+    else if constexpr (detail::is_reference_wrapper<F>)
+        check_not_empty(f.get());
     if (empty)
         throw std::invalid_argument("scheduled_thread_pool: empty callable");
 }
