@@ -50,7 +50,7 @@ namespace sched {
  * concurrently with any other use of the pool or of its futures.
  */
 template <class Clock = std::chrono::steady_clock>
-class basic_scheduled_thread_pool : private detail::task_owner<Clock>
+class basic_scheduled_thread_pool final : private detail::task_owner<Clock>
 {
 public:
     using clock_type = Clock;

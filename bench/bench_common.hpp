@@ -1,0 +1,217 @@
+// Helpers shared by the benchmark executables: a cheap random generator, VmRSS from
+// /proc/self/status, malloc_trim, command-line sizes, and counters that read as "ns per item".
+//
+// Every size in the workloads (see /work/shared/workloads.md) is a flag: each executable takes its
+// own `--name=value` flags (listed by --help), mixed freely with the Google Benchmark ones.
+#ifndef SCHED_BENCH_COMMON_HPP
+#define SCHED_BENCH_COMMON_HPP
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+namespace bench {
+
+using namespace std::chrono_literals;
+
+/// splitmix64: a few ns per number and good enough to spread due times.
+class rng
+{
+public:
+    explicit rng(std::uint64_t seed) noexcept : state_(seed) {}
+
+    std::uint64_t next() noexcept
+    {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+
+    /// A duration uniform in [lo, hi] at nanosecond resolution (the modulus is a constant at the
+    /// call sites, so it compiles to a multiply).
+    std::chrono::nanoseconds uniform(std::chrono::nanoseconds lo, std::chrono::nanoseconds hi)
+    {
+        const auto span = static_cast<std::uint64_t>((hi - lo).count()) + 1;
+        return lo + std::chrono::nanoseconds(static_cast<std::int64_t>(next() % span));
+    }
+
+private:
+    std::uint64_t state_;
+};
+
+/// Resident set size of this process in bytes (VmRSS from /proc/self/status), or 0 if unknown.
+inline std::int64_t vm_rss_bytes()
+{
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+    {
+        if (line.rfind("VmRSS:", 0) == 0)
+            return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024; // "VmRSS:   1234 kB"
+    }
+    return 0;
+}
+
+/// Gives glibc's free memory back to the OS, so that an RSS reading taken next is not flattered
+/// (or inflated) by what earlier benchmarks left in malloc's free lists.
+inline void trim_heap()
+{
+    ::malloc_trim(0);
+}
+
+/// A counter showing the time per item for `count` items over the benchmark's time (an
+/// inverted rate: Google Benchmark prints it in seconds with an SI prefix, e.g. "82.7ns").
+inline benchmark::Counter time_per(double count)
+{
+    return benchmark::Counter(count, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+/// A counter for nanoseconds per item measured by hand (elapsed / count).
+inline benchmark::Counter ns_per(std::chrono::nanoseconds elapsed, double count)
+{
+    return benchmark::Counter(static_cast<double>(elapsed.count()) / count);
+}
+
+/// A counter for items per second measured by hand.
+inline benchmark::Counter per_second(std::chrono::nanoseconds elapsed, double count)
+{
+    return benchmark::Counter(count / (static_cast<double>(elapsed.count()) / 1e9));
+}
+
+/// Bytes per item from an RSS difference.
+inline benchmark::Counter bytes_per(std::int64_t bytes, double count)
+{
+    return benchmark::Counter(static_cast<double>(bytes) / count);
+}
+
+/// Elapsed time of a callable on the steady clock.
+template <class F>
+std::chrono::nanoseconds timed(F&& f)
+{
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::steady_clock::now() - start;
+}
+
+/// This executable's own flags, `--name=value`, removed from argv before Google Benchmark sees
+/// the rest. Sizes accept a comma-separated list where noted.
+class flags
+{
+public:
+    struct flag
+    {
+        std::string name;
+        std::string value; // default, replaced by the command line
+        std::string help;
+    };
+
+    explicit flags(std::vector<flag> known) : known_(std::move(known)) {}
+
+    /// Takes this executable's flags out of argv; on --help, lists them first.
+    void parse(int& argc, char** argv)
+    {
+        int out = 1;
+        for (int i = 1; i < argc; ++i)
+        {
+            const std::string_view arg = argv[i];
+            if (arg == "--help" || arg == "-h")
+            {
+                // Ours first; the flag stays in argv so that Google Benchmark lists its own next.
+                std::printf("%s [flags] [Google Benchmark flags]\n\nflags of this benchmark:\n",
+                            argv[0]);
+                for (const flag& f : known_)
+                    std::printf("  --%s=%s\n      %s\n", f.name.c_str(), f.value.c_str(),
+                                f.help.c_str());
+                std::printf("\n");
+            }
+            bool mine = false;
+            for (flag& f : known_)
+            {
+                const std::string prefix = "--" + f.name + "=";
+                if (arg.rfind(prefix, 0) == 0)
+                {
+                    f.value = std::string(arg.substr(prefix.size()));
+                    mine = true;
+                }
+            }
+            if (!mine)
+                argv[out++] = argv[i];
+        }
+        argc = out;
+        argv[argc] = nullptr;
+    }
+
+    /// A list of sizes (e.g. "10000,100000"); accepts k and M suffixes ("100k", "1M").
+    std::vector<std::int64_t> sizes(std::string_view name) const
+    {
+        std::vector<std::int64_t> out;
+        std::string value = get(name);
+        std::size_t pos = 0;
+        while (pos <= value.size())
+        {
+            const std::size_t comma = std::min(value.find(',', pos), value.size());
+            const std::string item = value.substr(pos, comma - pos);
+            if (!item.empty())
+            {
+                char* end = nullptr;
+                std::int64_t n = std::strtoll(item.c_str(), &end, 10);
+                if (*end == 'k' || *end == 'K')
+                    n *= 1000;
+                else if (*end == 'M' || *end == 'm')
+                    n *= 1000 * 1000;
+                if (n <= 0)
+                {
+                    std::fprintf(stderr, "bad size '%s' for --%s\n", item.c_str(),
+                                 std::string(name).c_str());
+                    std::exit(2);
+                }
+                out.push_back(n);
+            }
+            pos = comma + 1;
+        }
+        return out;
+    }
+
+    /// A single size.
+    std::int64_t size(std::string_view name) const
+    {
+        const std::vector<std::int64_t> all = sizes(name);
+        if (all.size() != 1)
+        {
+            std::fprintf(stderr, "--%s takes one size\n", std::string(name).c_str());
+            std::exit(2);
+        }
+        return all.front();
+    }
+
+private:
+    const std::string& get(std::string_view name) const
+    {
+        for (const flag& f : known_)
+        {
+            if (f.name == name)
+                return f.value;
+        }
+        std::fprintf(stderr, "unknown flag %s\n", std::string(name).c_str());
+        std::exit(2);
+    }
+
+    std::vector<flag> known_;
+};
+
+} // namespace bench
+
+#endif // SCHED_BENCH_COMMON_HPP

@@ -1,0 +1,546 @@
+// The pool: sched::scheduled_thread_pool (steady_clock) against the baseline Boost.Asio 1.81
+// steady_timer on an io_context, in the same run.
+//
+// Workloads (see /work/shared/workloads.md):
+//   W1  timeout churn: a standing population of P pending one-shot items, delays uniform in
+//       [1 s, 10 s]; then M times: cancel the oldest pending item, schedule a new one. Pairs/s,
+//       with one producer thread, then with two.
+//   W2  mass pending: schedule N items with delays in [60 s, 120 s]; schedule rate, VmRSS growth
+//       per pending item; then cancel them all: cancel rate and VmRSS after.
+//
+// Every item's body is a lambda capturing one pointer (to a counter of items that actually ran,
+// reported as `fired`; none should run, since no delay ends within a run).
+//
+// The contestants, W1 (timed: the M pairs only; setup and teardown are not timed):
+//   sched            one pool; each producer keeps its futures in a ring of P slots:
+//                    ring[oldest].cancel(), then ring[oldest] = pool.schedule(delay, f). Dropping
+//                    the cancelled future frees the task (remove_on_cancel, the default, took it
+//                    out of the queue already). Producers are threads outside the pool, which has
+//                    as many workers as there are producers (they sleep: nothing falls due).
+//   asio             Asio's best case: the churn runs inside the io_context's own thread, in
+//                    handlers of K = 256 pairs each; every handler posts the next one. A pair
+//                    destroys the oldest steady_timer (which cancels its pending async_wait) and
+//                    constructs and arms a new one in its slot ("one timer object per item").
+//                    The cancelled waits complete with operation_aborted: their handlers run
+//                    between two chunks, so at most K of them are ever queued and memory stays
+//                    flat. io_context(1) (concurrency hint: one thread).
+//   asio_reuse       As asio, but a slot's timer object is reused: expires_after() cancels the
+//                    pending wait, async_wait() arms the new one. Cheaper than a new object per
+//                    item (no service lookup); shown for reference.
+// Two producers:
+//   sched_shared     2 producer threads, P/2 and M/2 each, on ONE pool (2 workers): both go
+//                    through the pool's single queue and its lock. This is what sched offers.
+//   sched_sharded    2 producer threads, each on its own pool (1 worker each): no shared lock.
+//   asio_sharded     2 io_contexts, each run by its own thread churning P/2 and M/2. This is the
+//                    fair 2-thread Asio setup (an io_context's timer queue is shared state under
+//                    a mutex too; sharding is how Asio scales), to compare with both sched rows.
+//   asio_shared      1 io_context run by 2 threads, two churn chains (P/2, M/2 each): the
+//                    like-for-like counterpart of sched/shared.
+// Time for two threads = first start to last end (a barrier lines up the starts). cpu_util = the
+// producer threads' CPU time over that span: the machine is shared, and a sharded row near 1
+// instead of 2 means a core was taken by someone else during the run, not that sched or Asio
+// failed to scale; in the shared rows it also drops when threads sleep on a contended lock.
+//
+// W2 (timed by phase; one run = one iteration):
+//   sched   N x futures.push_back(pool.schedule(delay, [p] {...})) into a pre-reserved vector;
+//           VmRSS growth per item, reported with and without the vector of futures (8 bytes a
+//           future; the reserved vector's pages become resident as it fills, so they are in the
+//           growth), and again after malloc_trim(0) (B_per_item_trimmed, vector included). Then
+//           future.cancel() for all; VmRSS after (the futures still hold their task objects, 56
+//           bytes each here; the bodies and queue entries are gone), after dropping the futures,
+//           and after malloc_trim(0) (glibc keeps freed small blocks).
+//   asio    N x timers.emplace_back(io, delay).async_wait([p](error_code) {...}) into a
+//           pre-reserved vector of steady_timer (with and without the vector's sizeof(steady_timer)
+//           per item); then timer.cancel() for all and io.poll() to run the aborted handlers (the
+//           cancel rate counts both); VmRSS after, after destroying the timers, after trim.
+//           One thread does everything: Asio's best case (no wake-ups across threads).
+//
+// Sizes are flags (see --help): --p, --m, --n. Run with repetitions and quote medians; the
+// machine is shared and noisy, and only the ratios mean much.
+
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+namespace asio = boost::asio;
+
+// Item bodies count real runs here; a run is a bug in the benchmark (a delay ended too soon).
+std::atomic<std::uint64_t> fired{0};
+
+void count_fired(std::atomic<std::uint64_t>* counter)
+{
+    counter->fetch_add(1, std::memory_order_relaxed);
+}
+
+// ----- running producers -------------------------------------------------------------------------
+
+// CPU time this thread has used.
+std::chrono::nanoseconds thread_cpu_time()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// A run on several threads: first start, last end, and the CPU time the threads used in between.
+struct span
+{
+    clock_type::time_point first_start;
+    clock_type::time_point last_end;
+    std::chrono::nanoseconds cpu{}; // summed over the threads, timed parts only
+
+    std::chrono::nanoseconds elapsed() const { return last_end - first_start; }
+
+    // CPUs busy on average: ~threads when every thread ran all the time; less when a thread
+    // slept (waiting for a lock or for work) or the machine did not give it a core.
+    double cpu_util() const
+    {
+        return static_cast<double>(cpu.count()) / static_cast<double>(elapsed().count());
+    }
+};
+
+// Runs body(index, start, stop) on `threads` new threads. Each body does its untimed setup,
+// calls start() (all threads meet at a barrier, then each takes its start time), does its timed
+// part, calls stop() (takes its end time, then waits for all threads at a barrier, so that no
+// thread's teardown overlaps another's timed part), then its untimed teardown.
+template <class Body>
+span run_threads(std::size_t threads, Body body)
+{
+    std::barrier sync(static_cast<std::ptrdiff_t>(threads));
+    std::vector<clock_type::time_point> starts(threads), ends(threads);
+    std::vector<std::chrono::nanoseconds> cpu(threads);
+    {
+        std::vector<std::jthread> workers;
+        for (std::size_t i = 0; i < threads; ++i)
+        {
+            workers.emplace_back([&, i] {
+                const auto start = [&] {
+                    sync.arrive_and_wait();
+                    starts[i] = clock_type::now();
+                    cpu[i] = thread_cpu_time();
+                };
+                const auto stop = [&] {
+                    ends[i] = clock_type::now();
+                    cpu[i] = thread_cpu_time() - cpu[i];
+                    sync.arrive_and_wait();
+                };
+                body(i, start, stop);
+            });
+        }
+    }
+    span out{*std::min_element(starts.begin(), starts.end()),
+             *std::max_element(ends.begin(), ends.end())};
+    for (const auto c : cpu)
+        out.cpu += c;
+    return out;
+}
+
+// Pairs/s (items_per_second), ns per pair, and cpu_util: read the two-thread rows with it. On
+// this shared 2-core machine another tenant often holds a core; the sharded rows (no shared
+// state) show cpu_util near 2 only when both cores were really there.
+void report_w1(benchmark::State& state, const span& run, std::int64_t pairs)
+{
+    state.SetIterationTime(std::chrono::duration<double>(run.elapsed()).count());
+    state.SetItemsProcessed(pairs); // items_per_second = pairs/s
+    state.counters["ns_per_pair"] = bench::ns_per(run.elapsed(), static_cast<double>(pairs));
+    state.counters["cpu_util"] = run.cpu_util();
+    state.counters["fired"] = static_cast<double>(fired.load());
+}
+
+// ----- W1 with sched -----------------------------------------------------------------------------
+
+// One producer's churn on `pool`: p standing items, then m cancel+schedule pairs (timed).
+void sched_churn(sched::scheduled_thread_pool& pool,
+                 std::size_t p,
+                 std::int64_t m,
+                 std::uint64_t seed,
+                 const std::function<void()>& start,
+                 const std::function<void()>& stop)
+{
+    bench::rng rng(seed);
+    std::atomic<std::uint64_t>* const counter = &fired;
+    const auto schedule = [&] {
+        return pool.schedule(rng.uniform(1s, 10s), [counter] { count_fired(counter); });
+    };
+    std::vector<sched::scheduled_future<void>> ring;
+    ring.reserve(p);
+    for (std::size_t i = 0; i < p; ++i)
+        ring.push_back(schedule());
+
+    start();
+    std::size_t head = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+    {
+        benchmark::DoNotOptimize(ring[head].cancel());
+        ring[head] = schedule(); // drops the cancelled future, freeing its task
+        if (++head == p)
+            head = 0;
+    }
+    stop();
+
+    for (auto& future : ring) // not timed
+        future.cancel();
+}
+
+// range(0) = P, range(1) = M, range(2) = producers, range(3) = 1 for one pool per producer.
+void w1_sched(benchmark::State& state)
+{
+    const auto p = static_cast<std::size_t>(state.range(0));
+    const std::int64_t m = state.range(1);
+    const auto producers = static_cast<std::size_t>(state.range(2));
+    const bool sharded = state.range(3) != 0;
+    if (producers < 1 || producers > 2)
+    {
+        state.SkipWithError("1 or 2 producers");
+        return;
+    }
+    fired = 0;
+    for (auto _ : state)
+    {
+        // Shared: one pool with a worker per producer; sharded: one single-worker pool each.
+        // (Local objects, not a container: clang warns about destroying a pool anywhere else,
+        // since it has virtual functions but no virtual destructor and is not final.)
+        const auto run_on = [&](std::array<sched::scheduled_thread_pool*, 2> pools) {
+            const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
+                sched_churn(*pools[i], p / producers, m / std::int64_t(producers), 1000 + i, start,
+                            stop);
+            };
+            const span run = run_threads(producers, body);
+            report_w1(state, run, m / std::int64_t(producers) * std::int64_t(producers));
+        };
+        sched::scheduled_thread_pool first(sharded ? 1 : producers);
+        if (sharded && producers == 2)
+        {
+            sched::scheduled_thread_pool second(1);
+            run_on({&first, &second});
+        }
+        else
+            run_on({&first, &first});
+    }
+}
+
+// ----- W1 with Asio ------------------------------------------------------------------------------
+
+// One churn chain on an io_context: p standing timers in a ring of slots; chunk() does up to
+// `chunk_pairs` pairs, then posts itself until m pairs are done; the last chunk calls `done` (which
+// stops the io_context once every chain is done).
+class asio_churn
+{
+public:
+    static constexpr std::int64_t chunk_pairs = 256;
+
+    asio_churn(asio::io_context& io, std::size_t p, std::int64_t m, std::uint64_t seed, bool reuse)
+        : io_(io), ring_(p), left_(m), rng_(seed), reuse_(reuse)
+    {
+        for (auto& slot : ring_) // setup, not timed
+        {
+            slot.emplace(io_, rng_.uniform(1s, 10s));
+            arm(*slot);
+        }
+    }
+
+    // Starts the chain; `done` runs in the io_context's thread after the last pair.
+    void post(std::function<void()> done)
+    {
+        done_ = std::move(done);
+        asio::post(io_, [this] { chunk(); });
+    }
+
+    // Destroys the timers (cancelling their waits) and returns; run or poll the io_context after
+    // to drain the aborted handlers.
+    void clear() { ring_.clear(); }
+
+private:
+    void arm(asio::steady_timer& timer)
+    {
+        std::atomic<std::uint64_t>* const counter = &fired;
+        timer.async_wait([counter](const boost::system::error_code& ec) {
+            if (!ec)
+                count_fired(counter);
+        });
+    }
+
+    void chunk()
+    {
+        const std::int64_t n = std::min(left_, chunk_pairs);
+        for (std::int64_t i = 0; i < n; ++i)
+        {
+            std::optional<asio::steady_timer>& slot = ring_[head_];
+            if (reuse_)
+                slot->expires_after(rng_.uniform(1s, 10s)); // cancels the pending wait
+            else
+                slot.emplace(io_, rng_.uniform(1s, 10s)); // destroying the old one cancels it
+            arm(*slot);
+            if (++head_ == ring_.size())
+                head_ = 0;
+        }
+        left_ -= n;
+        if (left_ > 0)
+            asio::post(io_, [this] { chunk(); }); // runs after this chunk's aborted handlers
+        else
+            done_();
+    }
+
+    asio::io_context& io_;
+    std::vector<std::optional<asio::steady_timer>> ring_;
+    std::size_t head_ = 0;
+    std::int64_t left_;
+    bench::rng rng_;
+    bool reuse_;
+    std::function<void()> done_;
+};
+
+// Drains what cancelled timers left behind.
+void drain(asio::io_context& io)
+{
+    io.restart();
+    io.poll();
+}
+
+// range(0) = P, range(1) = M, range(2) = threads, range(3) = 1 for one io_context per thread,
+// range(4) = 1 to reuse timer objects.
+void w1_asio(benchmark::State& state)
+{
+    const auto p = static_cast<std::size_t>(state.range(0));
+    const std::int64_t m = state.range(1);
+    const auto threads = static_cast<std::size_t>(state.range(2));
+    const bool sharded = state.range(3) != 0;
+    const bool reuse = state.range(4) != 0;
+    const std::size_t p_each = p / threads;
+    const std::int64_t m_each = m / std::int64_t(threads);
+    fired = 0;
+    for (auto _ : state)
+    {
+        span run;
+        if (sharded || threads == 1)
+        {
+            // One io_context per thread, each with its own chain.
+            const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
+                asio::io_context io(1);
+                asio_churn churn(io, p_each, m_each, 2000 + i, reuse);
+                churn.post([&io] { io.stop(); });
+                start();
+                io.run(); // the pending timers keep it busy: the last chunk stops it
+                stop();
+                churn.clear();
+                drain(io);
+            };
+            run = run_threads(threads, body);
+        }
+        else
+        {
+            // One io_context, run by all threads, one chain per thread.
+            asio::io_context io(static_cast<int>(threads));
+            std::vector<std::unique_ptr<asio_churn>> chains;
+            std::atomic<std::size_t> chains_left{threads};
+            for (std::size_t i = 0; i < threads; ++i)
+            {
+                chains.push_back(std::make_unique<asio_churn>(io, p_each, m_each, 2000 + i, reuse));
+                chains.back()->post([&] {
+                    if (chains_left.fetch_sub(1) == 1)
+                        io.stop();
+                });
+            }
+            const auto body = [&](std::size_t, const auto& start, const auto& stop) {
+                start();
+                io.run(); // until the last chain to finish stops it
+                stop();
+            };
+            run = run_threads(threads, body);
+            for (const auto& chain : chains)
+                chain->clear();
+            drain(io);
+        }
+        report_w1(state, run, m_each * std::int64_t(threads));
+    }
+}
+
+// ----- W2 ----------------------------------------------------------------------------------------
+
+struct rss_readings
+{
+    std::int64_t before = 0;
+    std::int64_t pending = 0;         // everything scheduled
+    std::int64_t pending_trimmed = 0; // the same after malloc_trim(0)
+    std::int64_t cancelled = 0;       // all cancelled, handles (futures / timers) still held
+    std::int64_t dropped = 0;         // handles destroyed too
+    std::int64_t trimmed = 0;         // after malloc_trim(0)
+};
+
+void report_w2(benchmark::State& state,
+               std::size_t n,
+               std::chrono::nanoseconds schedule_time,
+               std::chrono::nanoseconds cancel_time,
+               const rss_readings& rss,
+               std::size_t handle_size)
+{
+    const auto count = static_cast<double>(n);
+    state.SetIterationTime(std::chrono::duration<double>(schedule_time + cancel_time).count());
+    state.counters["schedule_ns"] = bench::ns_per(schedule_time, count);
+    state.counters["schedule_per_s"] = bench::per_second(schedule_time, count);
+    state.counters["cancel_ns"] = bench::ns_per(cancel_time, count);
+    state.counters["cancel_per_s"] = bench::per_second(cancel_time, count);
+    const auto growth = static_cast<double>(rss.pending - rss.before) / count;
+    state.counters["B_per_item"] = growth; // including the vector of handles
+    state.counters["B_per_item_excl_vec"] = growth - static_cast<double>(handle_size);
+    state.counters["B_per_item_trimmed"] =
+        bench::bytes_per(rss.pending_trimmed - rss.before, count);
+    state.counters["B_after_cancel"] = bench::bytes_per(rss.cancelled - rss.before, count);
+    state.counters["B_after_drop"] = bench::bytes_per(rss.dropped - rss.before, count);
+    state.counters["B_after_trim"] = bench::bytes_per(rss.trimmed - rss.before, count);
+    state.counters["handle_size"] = static_cast<double>(handle_size);
+    state.counters["fired"] = static_cast<double>(fired.load());
+}
+
+void w2_sched(benchmark::State& state)
+{
+    const auto n = static_cast<std::size_t>(state.range(0));
+    fired = 0;
+    for (auto _ : state)
+    {
+        bench::rng rng(11);
+        std::atomic<std::uint64_t>* const counter = &fired;
+        sched::scheduled_thread_pool pool(1);
+        rss_readings rss;
+        std::vector<sched::scheduled_future<void>> futures;
+        bench::trim_heap();
+        rss.before = bench::vm_rss_bytes();
+        futures.reserve(n); // reserved, not yet resident: its pages count as the futures fill it
+
+        const auto schedule_time = bench::timed([&] {
+            for (std::size_t i = 0; i < n; ++i)
+                futures.push_back(
+                    pool.schedule(rng.uniform(60s, 120s), [counter] { count_fired(counter); }));
+        });
+        rss.pending = bench::vm_rss_bytes();
+        bench::trim_heap(); // drops what glibc kept of outgrown arrays
+        rss.pending_trimmed = bench::vm_rss_bytes();
+        const auto cancel_time = bench::timed([&] {
+            for (auto& future : futures)
+                benchmark::DoNotOptimize(future.cancel());
+        });
+        rss.cancelled = bench::vm_rss_bytes();
+        std::vector<sched::scheduled_future<void>>().swap(futures);
+        rss.dropped = bench::vm_rss_bytes();
+        bench::trim_heap();
+        rss.trimmed = bench::vm_rss_bytes();
+        report_w2(state, n, schedule_time, cancel_time, rss, sizeof(sched::scheduled_future<void>));
+    }
+}
+
+void w2_asio(benchmark::State& state)
+{
+    const auto n = static_cast<std::size_t>(state.range(0));
+    fired = 0;
+    for (auto _ : state)
+    {
+        bench::rng rng(11);
+        std::atomic<std::uint64_t>* const counter = &fired;
+        asio::io_context io(1);
+        rss_readings rss;
+        std::vector<asio::steady_timer> timers;
+        bench::trim_heap();
+        rss.before = bench::vm_rss_bytes();
+        timers.reserve(n);
+
+        const auto schedule_time = bench::timed([&] {
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                timers.emplace_back(io, rng.uniform(60s, 120s));
+                timers.back().async_wait([counter](const boost::system::error_code& ec) {
+                    if (!ec)
+                        count_fired(counter);
+                });
+            }
+        });
+        rss.pending = bench::vm_rss_bytes();
+        bench::trim_heap(); // drops what glibc kept of outgrown arrays
+        rss.pending_trimmed = bench::vm_rss_bytes();
+        const auto cancel_time = bench::timed([&] {
+            for (auto& timer : timers)
+                timer.cancel();
+            io.poll(); // run the N aborted handlers: only then is a wait's memory released
+        });
+        rss.cancelled = bench::vm_rss_bytes();
+        std::vector<asio::steady_timer>().swap(timers);
+        rss.dropped = bench::vm_rss_bytes();
+        bench::trim_heap();
+        rss.trimmed = bench::vm_rss_bytes();
+        report_w2(state, n, schedule_time, cancel_time, rss, sizeof(asio::steady_timer));
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    bench::flags flags({
+        {"p", "100k", "W1 standing population P (split between producers)"},
+        {"m", "1M", "W1 cancel+schedule pairs (M, split between producers)"},
+        {"n", "1M", "W2 pending items (N)"},
+    });
+    flags.parse(argc, argv);
+    const std::int64_t p = flags.size("p");
+    const std::int64_t m = flags.size("m");
+    const std::int64_t n = flags.size("n");
+
+    const auto w1 = [](const char* name, auto fn, std::vector<std::int64_t> args,
+                       std::vector<std::string> names) {
+        benchmark::RegisterBenchmark(name, fn)
+            ->Args(args)
+            ->ArgNames(names)
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    };
+    // One producer thread.
+    w1("W1_churn/sched", w1_sched, {p, m, 1, 0}, {"P", "M", "threads", "sharded"});
+    w1("W1_churn/asio", w1_asio, {p, m, 1, 1, 0}, {"P", "M", "threads", "sharded", "reuse"});
+    w1("W1_churn/asio_reuse", w1_asio, {p, m, 1, 1, 1}, {"P", "M", "threads", "sharded", "reuse"});
+    // Two producer threads.
+    w1("W1_churn/sched_shared", w1_sched, {p, m, 2, 0}, {"P", "M", "threads", "sharded"});
+    w1("W1_churn/sched_sharded", w1_sched, {p, m, 2, 1}, {"P", "M", "threads", "sharded"});
+    w1("W1_churn/asio_sharded", w1_asio, {p, m, 2, 1, 0},
+       {"P", "M", "threads", "sharded", "reuse"});
+    w1("W1_churn/asio_shared", w1_asio, {p, m, 2, 0, 0}, {"P", "M", "threads", "sharded", "reuse"});
+
+    const auto w2 = [n](const char* name, void (*fn)(benchmark::State&)) {
+        benchmark::RegisterBenchmark(name, fn)
+            ->Arg(n)
+            ->ArgName("N")
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    };
+    w2("W2_mass_pending/sched", w2_sched);
+    w2("W2_mass_pending/asio", w2_asio);
+
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
