@@ -2,6 +2,7 @@
 #define SCHED_DELAYED_WORK_QUEUE_HPP
 
 #include <sched/detail/clock_listener.hpp>
+#include <sched/detail/heap_allocator.hpp>
 #include <sched/detail/time.hpp>
 
 #include <atomic>
@@ -73,6 +74,7 @@ public:
         // queue's mutex; atomic so that another queue may read it to refuse the task.
         std::atomic<std::size_t> heap_index_{not_queued};
         std::atomic<typename duration::rep> due_{0};
+        std::uint64_t seq_ = 0; // push order, breaking ties of due time; guarded by the mutex
     };
 
     basic_delayed_work_queue();
@@ -160,11 +162,11 @@ public:
     std::size_t clear() noexcept;
 
 private:
-    // The sort key lives beside the pointer so that comparisons never touch the tasks.
+    // The due time lives beside the pointer so that comparisons touch the tasks only for equal
+    // due times (then the push order decides). Sixteen bytes: four children fill a cache line.
     struct entry
     {
         time_point due;
-        std::uint64_t seq;
         node* task;
     };
 
@@ -185,15 +187,15 @@ private:
         void operator()() const noexcept { queue->wake_all(); }
     };
 
-    // Children of i are arity*i+1 ... arity*i+arity. Four children keep the heap shallow and a
-    // sift-down's children within one or two cache lines (chosen by measurement, see bench/).
+    // Children of i are arity*i+1 ... arity*i+arity. Four children keep the heap shallow and put
+    // a sift-down's children in one cache line (chosen by measurement, see docs/performance.md).
     static constexpr std::size_t arity = 4;
     static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
     static constexpr std::size_t min_capacity = 64;
 
     static bool earlier(const entry& a, const entry& b) noexcept
     {
-        return a.due < b.due || (a.due == b.due && a.seq < b.seq);
+        return a.due < b.due || (a.due == b.due && a.task->seq_ < b.task->seq_);
     }
 
     // time_point::max() is "never", even for a clock that has been advanced all the way.
@@ -217,7 +219,8 @@ private:
 
     mutable std::mutex mutex_;
     std::condition_variable available_; // a new head, a leaving leader, a stop or a clock move
-    std::vector<entry> heap_;           // invariant: heap_[i].task->heap_index_ == i
+    // invariant: heap_[i].task->heap_index_ == i
+    std::vector<entry, detail::heap_allocator<entry>> heap_;
     std::uint64_t next_seq_ = 0;
     const void* leader_ = nullptr; // the waiter sleeping until the head is due, if any
     [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>

@@ -98,7 +98,8 @@ public:
     // at `ended`; saturates at time_point::max().
     virtual time_point next_due(time_point ended) const noexcept = 0;
 
-    // Runner only: ends a pending task with `e` (a periodic task that cannot be re-queued).
+    // Runner only: ends a pending task with `e` (a periodic task that cannot be re-queued),
+    // releasing its body.
     virtual void fail(std::exception_ptr e) noexcept = 0;
 
     // Runner only, once it will not run the body again: destroys the body now, so that what it
@@ -194,77 +195,75 @@ private:
     std::atomic<task_owner<Clock>*> owner_;
 };
 
-// A task's outcome: the value or the exception, in one union discriminated by the state.
+// A task's outcome: the value or the exception. It is stored where the body was (the derived
+// class's storage): the runner destroys the body before it completes the task, so the two never
+// live at once, and the state says which outcome, if any, is there.
 template <class R, class Clock>
 class result_task : public task<Clock>
 {
 public:
-    const R& value() const noexcept { return value_; }                  // state normal
-    const std::exception_ptr& error() const noexcept { return error_; } // state exceptional
+    // state() == normal
+    const R& value() const noexcept { return *std::launder(static_cast<const R*>(outcome())); }
 
-    void fail(std::exception_ptr e) noexcept final { set_exception(std::move(e)); }
+    // state() == exceptional
+    const std::exception_ptr& error() const noexcept
+    {
+        return *std::launder(static_cast<const std::exception_ptr*>(outcome()));
+    }
 
 protected:
     result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
         : task<Clock>(kind, refs, owner)
-    {
-        // The union stays unconstructed until the task completes.
-    }
+    {}
 
-    ~result_task() override
-    {
-        switch (this->state())
-        {
-        case future_state::normal:
-            value_.~R();
-            break;
-        case future_state::exceptional:
-            error_.~exception_ptr();
-            break;
-        default:
-            break;
-        }
-    }
-
+    // Runner only, after release_body().
     bool set_value(R&& v) noexcept
     {
         return this->complete(future_state::normal, [&]() noexcept {
             try
             {
-                ::new (static_cast<void*>(&value_)) R(std::move(v));
+                ::new (outcome()) R(std::move(v));
                 return true;
             }
             catch (...) // R's move constructor threw: that is the task's outcome instead
             {
-                ::new (static_cast<void*>(&error_)) std::exception_ptr(std::current_exception());
+                ::new (outcome()) std::exception_ptr(std::current_exception());
                 return false;
             }
         });
     }
 
+    // Runner only, after release_body().
     bool set_exception(std::exception_ptr e) noexcept
     {
         return this->complete(future_state::exceptional, [&]() noexcept {
-            ::new (static_cast<void*>(&error_)) std::exception_ptr(std::move(e));
+            ::new (outcome()) std::exception_ptr(std::move(e));
             return true;
         });
     }
 
-private:
-    union
+    void destroy_outcome() noexcept
     {
-        R value_;
-        std::exception_ptr error_;
-    };
+        if (this->state() == future_state::normal)
+            std::launder(static_cast<R*>(outcome()))->~R();
+        else if (this->state() == future_state::exceptional)
+            std::launder(static_cast<std::exception_ptr*>(outcome()))->~exception_ptr();
+    }
+
+private:
+    virtual void* outcome() noexcept = 0;
+    const void* outcome() const noexcept { return const_cast<result_task*>(this)->outcome(); }
 };
 
 template <class Clock>
 class result_task<void, Clock> : public task<Clock>
 {
 public:
-    const std::exception_ptr& error() const noexcept { return error_; }
-
-    void fail(std::exception_ptr e) noexcept final { set_exception(std::move(e)); }
+    // state() == exceptional
+    const std::exception_ptr& error() const noexcept
+    {
+        return *std::launder(static_cast<const std::exception_ptr*>(outcome()));
+    }
 
 protected:
     result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
@@ -276,16 +275,24 @@ protected:
         return this->complete(future_state::normal, []() noexcept { return true; });
     }
 
+    // Runner only, after release_body().
     bool set_exception(std::exception_ptr e) noexcept
     {
         return this->complete(future_state::exceptional, [&]() noexcept {
-            error_ = std::move(e);
+            ::new (outcome()) std::exception_ptr(std::move(e));
             return true;
         });
     }
 
+    void destroy_outcome() noexcept
+    {
+        if (this->state() == future_state::exceptional)
+            std::launder(static_cast<std::exception_ptr*>(outcome()))->~exception_ptr();
+    }
+
 private:
-    std::exception_ptr error_;
+    virtual void* outcome() noexcept = 0;
+    const void* outcome() const noexcept { return const_cast<result_task*>(this)->outcome(); }
 };
 
 } // namespace sched::detail

@@ -1,6 +1,7 @@
 #ifndef SCHED_DETAIL_TASK_IMPL_HPP
 #define SCHED_DETAIL_TASK_IMPL_HPP
 
+#include <sched/detail/recycler.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/time.hpp>
 
@@ -63,32 +64,46 @@ public:
     template <class G>
     task_impl(
         G&& body, period_kind kind, duration period, std::uint32_t refs, task_owner<Clock>* owner)
-        : result_task<R, Clock>(kind, refs, owner), body_(std::forward<G>(body))
+        : result_task<R, Clock>(kind, refs, owner)
     {
+        ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));
         if constexpr (Periodic)
             period_.period = period;
     }
 
     std::exception_ptr run(std::stop_token runner_stop) noexcept override
     {
+        // The body is destroyed before the outcome is stored in its place.
         try
         {
-            if constexpr (Periodic || std::is_void_v<R>)
+            if constexpr (Periodic)
+                invoke(runner_stop);
+            else if constexpr (std::is_void_v<R>)
             {
                 invoke(runner_stop);
-                if constexpr (!Periodic)
-                    this->set_value();
+                this->release_body();
+                this->set_value();
             }
             else
-                this->set_value(invoke(runner_stop));
+            {
+                R value = invoke(runner_stop);
+                this->release_body();
+                this->set_value(std::move(value));
+            }
             return nullptr;
         }
         catch (...)
         {
             std::exception_ptr e = std::current_exception();
-            this->set_exception(e);
+            fail(e);
             return e;
         }
+    }
+
+    void fail(std::exception_ptr e) noexcept override
+    {
+        this->release_body();
+        this->set_exception(std::move(e));
     }
 
     time_point next_due(time_point ended) const noexcept override
@@ -107,7 +122,9 @@ private:
     ~task_impl() override
     {
         if (!this->body_released())
-            body_.~F();
+            storage_.body.~F();
+        else
+            this->destroy_outcome();
     }
 
     decltype(auto) invoke(std::stop_token& runner_stop)
@@ -116,10 +133,10 @@ private:
         {
             std::stop_callback forward_stop(runner_stop,
                                             [this]() noexcept { stop_.request_stop(); });
-            return std::invoke(body_, stop_.get_token());
+            return std::invoke(storage_.body, stop_.get_token());
         }
         else
-            return std::invoke(body_);
+            return std::invoke(storage_.body);
     }
 
     void request_stop() noexcept override
@@ -128,13 +145,20 @@ private:
             stop_.request_stop();
     }
 
-    void destroy_body() noexcept override { body_.~F(); }
+    void destroy_body() noexcept override { storage_.body.~F(); }
     void destroy() noexcept override { delete this; }
+    void* outcome() noexcept override { return &storage_; }
 
-    union // constructed by the constructor, destroyed early by release_body()
+    // The body from construction until release_body(); then, once the task completes, its value
+    // or exception (see result_task).
+    union storage
     {
-        F body_;
-    };
+        storage() {}
+        ~storage() {}
+        F body;
+        std::conditional_t<std::is_void_v<R>, std::exception_ptr, R> value;
+        std::exception_ptr error;
+    } storage_;
     [[no_unique_address]] std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop_source>
         stop_;
     [[no_unique_address]] std::conditional_t<Periodic, period_holder<duration>, no_period> period_;

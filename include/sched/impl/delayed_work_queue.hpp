@@ -73,8 +73,8 @@ bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
     std::lock_guard lock(mutex_);
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    heap_.push_back(entry{due, next_seq_, &task}); // first: if it throws, nothing has changed
-    ++next_seq_;
+    heap_.push_back(entry{due, &task}); // first: if it throws, nothing has changed
+    task.seq_ = next_seq_++;
     task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
     const std::size_t at = sift_up(heap_.size() - 1);
     check_invariants(at);
@@ -188,7 +188,7 @@ std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
     for (entry& e : heap_)
         e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
     const std::size_t cleared = heap_.size();
-    std::vector<entry>().swap(heap_);
+    decltype(heap_)().swap(heap_);
     return cleared;
 }
 
@@ -364,7 +364,7 @@ void basic_delayed_work_queue<Clock>::release_spare_capacity() noexcept
         capacity /= 2;
     try
     {
-        std::vector<entry> smaller;
+        decltype(heap_) smaller;
         smaller.reserve(capacity);
         smaller.assign(heap_.begin(), heap_.end());
         heap_.swap(smaller);
