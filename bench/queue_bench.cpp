@@ -31,6 +31,8 @@
 
 #include <sched/delayed_work_queue.hpp>
 
+#include <sched/detail/recycler.hpp>
+
 #include <boost/heap/d_ary_heap.hpp>
 
 #include <chrono>
@@ -53,6 +55,17 @@ using queue_type = sched::delayed_work_queue;
 struct queue_item : queue_type::node
 {
     void* payload = nullptr;
+};
+
+// The same item, allocated the way scheduled_thread_pool allocates its tasks: from sched's
+// per-thread recycler (sched/detail/recycler.hpp) instead of malloc.
+struct recycled_item : queue_item
+{
+    static void* operator new(std::size_t size) { return sched::detail::recycled_allocate(size); }
+    static void operator delete(void* block, std::size_t size) noexcept
+    {
+        sched::detail::recycled_deallocate(block, size);
+    }
 };
 
 struct heap_item;
@@ -122,21 +135,25 @@ private:
     std::uint64_t seq_ = 0;
 };
 
-// The queue, same interface.
-class sched_queue
+// The queue, same interface; Item says how the items are allocated.
+template <class Item>
+class basic_sched_queue
 {
 public:
-    using item = queue_item;
+    using item = Item;
 
-    void push(queue_item& it, clock_type::time_point due) { queue_.push(it, due); }
-    void push(queue_item& it, std::chrono::nanoseconds delay) { queue_.push(it, delay); }
-    void remove(queue_item& it) { benchmark::DoNotOptimize(queue_.remove(it)); }
-    queue_item* poll() { return static_cast<queue_item*>(queue_.poll()); }
+    void push(Item& it, clock_type::time_point due) { queue_.push(it, due); }
+    void push(Item& it, std::chrono::nanoseconds delay) { queue_.push(it, delay); }
+    void remove(Item& it) { benchmark::DoNotOptimize(queue_.remove(it)); }
+    Item* poll() { return static_cast<Item*>(queue_.poll()); }
     void clear() { queue_.clear(); }
 
 private:
     queue_type queue_;
 };
+
+using sched_queue = basic_sched_queue<queue_item>;             // items from malloc
+using sched_queue_recycled = basic_sched_queue<recycled_item>; // items as the pool allocates
 
 // ----- W1: timeout churn -------------------------------------------------------------------------
 
@@ -318,6 +335,12 @@ int main(int argc, char** argv)
         for (const std::int64_t now_per_push : {0, 1})
         {
             benchmark::RegisterBenchmark("W1_churn/sched_queue", w1_churn<sched_queue>)
+                ->Args({p, now_per_push})
+                ->ArgNames({"P", "now_per_push"})
+                ->Iterations(m)
+                ->Unit(benchmark::kNanosecond);
+            benchmark::RegisterBenchmark("W1_churn/sched_queue_recycled",
+                                         w1_churn<sched_queue_recycled>)
                 ->Args({p, now_per_push})
                 ->ArgNames({"P", "now_per_push"})
                 ->Iterations(m)

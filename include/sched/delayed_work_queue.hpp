@@ -1,6 +1,7 @@
 #ifndef SCHED_DELAYED_WORK_QUEUE_HPP
 #define SCHED_DELAYED_WORK_QUEUE_HPP
 
+#include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/heap_allocator.hpp>
 #include <sched/detail/time.hpp>
@@ -205,7 +206,7 @@ private:
     }
 
     node* take_until(time_point deadline, std::stop_token& stop);
-    void wait_until(std::unique_lock<std::mutex>& lock, time_point t);
+    void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
     void wake_all() noexcept;
 
     void place(std::size_t i, const entry& e) noexcept;
@@ -217,8 +218,8 @@ private:
     void release_spare_capacity() noexcept;
     void check_invariants(std::size_t touched) const noexcept;
 
-    mutable std::mutex mutex_;
-    std::condition_variable available_; // a new head, a leaving leader, a stop or a clock move
+    mutable detail::atomic_mutex mutex_;
+    std::condition_variable_any available_; // a new head, a leaving leader, a stop or a clock move
     // invariant: heap_[i].task->heap_index_ == i
     std::vector<entry, detail::heap_allocator<entry>> heap_;
     std::uint64_t next_seq_ = 0;

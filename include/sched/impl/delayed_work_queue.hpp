@@ -243,7 +243,8 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline, std::stop_
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::wait_until(std::unique_lock<std::mutex>& lock, time_point t)
+void basic_delayed_work_queue<Clock>::wait_until(std::unique_lock<detail::atomic_mutex>& lock,
+                                                 time_point t)
 {
     if constexpr (detail::notifying_clock<Clock>)
         available_.wait(lock); // the clock wakes us when it moves
@@ -348,7 +349,8 @@ void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
             at = sift_up(i);
     }
     task->heap_index_.store(not_queued, std::memory_order_relaxed);
-    release_spare_capacity();
+    if (heap_.size() <= heap_.capacity() / 4) [[unlikely]]
+        release_spare_capacity();
     check_invariants(at);
 }
 
