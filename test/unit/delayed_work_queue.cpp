@@ -189,30 +189,38 @@ BOOST_AUTO_TEST_CASE(remove_takes_out_the_head_a_middle_and_the_last_entry)
     BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(remove_of_the_last_array_slot_and_of_a_task_that_must_move_up)
+BOOST_AUTO_TEST_CASE(remove_moves_the_last_entry_up_when_it_is_earlier_than_the_holes_parent)
 {
-    // Due times chosen so that the entry filling a hole is earlier than the hole's parent.
-    auto& a = make(1);
-    auto& b = make(2);
-    auto& c = make(3);
-    auto& d = make(4);
-    auto& e = make(5);
-    auto& f = make(6);
-    auto& g = make(7);
-    queue.push(a, 1s);
-    queue.push(b, 50s);
-    queue.push(c, 2s);
-    queue.push(d, 3s);
-    queue.push(e, 4s);
-    queue.push(f, 60s);          // child of b
-    queue.push(g, 5s);           // last slot, child of b
-    BOOST_TEST(queue.remove(g)); // the last slot itself
-    BOOST_TEST(queue.remove(f)); // hole under b
-    auto& h = make(8);
-    queue.push(h, 55s);          // child of b again
-    BOOST_TEST(queue.remove(b)); // h fills b's place
+    // Built from the fan-out k: the root; k children (the first due at 50 s, the second at 15 s,
+    // the rest at 30 s); k grandchildren under the first child (60 s); one under the second
+    // (20 s), in the last array slot. Removing a grandchild of the first child moves that last
+    // entry into the hole, below a parent due later than it: it must go up, or it comes out
+    // after the 30 s tasks.
+    constexpr int k = static_cast<int>(queue_type::arity);
+    queue.push(make(0), 0s);
+    queue.push(make(1), 50s);
+    queue.push(make(2), 15s);
+    for (int i = 3; i <= k; ++i)
+        queue.push(make(i), 30s);
+    std::vector<test_task*> late;
+    for (int i = 0; i < k; ++i)
+    {
+        late.push_back(&make(100 + i));
+        queue.push(*late.back(), 60s);
+    }
+    auto& early = make(200);
+    queue.push(early, 20s);
+    BOOST_TEST(queue.remove(early)); // the last slot itself
+    queue.push(early, 20s);
+    BOOST_TEST(queue.remove(*late[0]));
     manual_clock::advance(100s);
-    BOOST_TEST(poll_all() == (std::vector<int>{1, 3, 4, 5, 8}), boost::test_tools::per_element());
+    std::vector<int> expected = {0, 2, 200};
+    for (int i = 3; i <= k; ++i)
+        expected.push_back(i);
+    expected.push_back(1);
+    for (int i = 1; i < k; ++i)
+        expected.push_back(100 + i);
+    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(remove_ignores_a_task_queued_elsewhere)

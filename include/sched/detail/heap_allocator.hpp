@@ -6,26 +6,27 @@
 
 namespace sched::detail {
 
-// Storage for a 4-ary heap of 16-byte entries, laid out so that the four children of entry i
-// (4i+1 .. 4i+4) always share one 64-byte cache line: the block is line-aligned and the array
-// starts one entry short of the first line boundary. A sift-down then touches one line per level.
-template <class T>
+// Storage for an Arity-ary heap, laid out so that the children of entry i (Arity*i+1 ..
+// Arity*i+Arity) always start on a boundary of their own size: the block is aligned to that size
+// and the array starts one entry short of the first boundary. A sift-down then touches the fewest
+// cache lines per level (one pair of adjacent lines for eight 16-byte entries).
+template <class T, std::size_t Arity>
 struct heap_allocator
 {
-    static constexpr std::size_t line = 64;
-    static_assert(sizeof(T) * 4 == line, "four entries must fill one cache line");
+    static constexpr std::size_t line = Arity * sizeof(T); // one group of children
+    static_assert((line & (line - 1)) == 0, "a group of children must be a power of two bytes");
 
     using value_type = T;
 
     template <class U>
     struct rebind
     {
-        using other = heap_allocator<U>;
+        using other = heap_allocator<U, Arity>;
     };
 
     heap_allocator() = default;
     template <class U>
-    heap_allocator(const heap_allocator<U>&) noexcept
+    heap_allocator(const heap_allocator<U, Arity>&) noexcept
     {}
 
     T* allocate(std::size_t n)
