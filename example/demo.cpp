@@ -25,11 +25,15 @@ namespace {
 const auto start = std::chrono::steady_clock::now();
 std::mutex print_mutex;
 
+const std::thread::id main_thread = std::this_thread::get_id();
+
 std::string thread_name()
 {
-    char name[16] = "main";
+    char name[16] = "worker";
+    if (std::this_thread::get_id() == main_thread)
+        return "main";
 #if defined(__linux__)
-    pthread_getname_np(pthread_self(), name, sizeof name);
+    pthread_getname_np(pthread_self(), name, sizeof name); // the pool names its workers
 #endif
     return name;
 }
