@@ -212,7 +212,10 @@ private:
     void worker_main(std::size_t index);
     void run(task_ptr t, const std::stop_token& stop);
     void requeue(task_ptr t, time_point due);
+    // The runner is done with the task: frees its body, drops the reference, counts it finished.
     void retire(task_ptr t) noexcept;
+    // The same for a task that will not run again, cancelling it first if it is still pending.
+    void retire_cancelled(task_ptr t) noexcept;
 
     bool may_run(const task_type& t) const noexcept;
     bool keeps_after_shutdown(const task_type& t) const noexcept;

@@ -142,10 +142,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
         },
         failure);
     for (task_ptr& t : dropped)
-    {
-        t->cancel(false);
-        retire(std::move(t));
-    }
+        retire_cancelled(std::move(t));
     if (pending_.load() == 0)
         stop_workers(); // nothing queued or running: the workers may go
     if (failure)
@@ -259,10 +256,7 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     // Java's delayedExecute: a shutdown between the check and the push may have missed this
     // task; apply the policies to it here.
     if (state_.load() != run_state::running && !keeps_after_shutdown(t) && queue_.remove(t))
-    {
-        t.cancel(false);
-        retire(task_ptr(&t, false));
-    }
+        retire_cancelled(task_ptr(&t, false));
 }
 
 template <class Clock>
@@ -311,8 +305,7 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
     }
     if (!may_run(*t)) // Java: canRunInCurrentRunState
     {
-        t->cancel(false);
-        retire(std::move(t));
+        retire_cancelled(std::move(t));
         return;
     }
     detail::call_hook(options_.before_execute);
@@ -327,10 +320,7 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
             requeue(std::move(t), next);
         }
         else
-        {
-            t->cancel(false);
-            retire(std::move(t));
-        }
+            retire_cancelled(std::move(t));
     }
     else
         retire(std::move(t));
@@ -356,10 +346,7 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due)
     const bool drop = !keeps_after_shutdown(*keep) ||
                       (keep->state() != future_state::pending && removes_cancelled());
     if (drop && queue_.remove(*keep))
-    {
-        keep->cancel(false); // no effect if it was already cancelled
-        retire(task_ptr(keep.get(), false));
-    }
+        retire_cancelled(task_ptr(keep.get(), false));
 }
 
 template <class Clock>
@@ -368,6 +355,13 @@ void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
     t->release_body();
     t.reset();
     finish_pending();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::retire_cancelled(task_ptr t) noexcept
+{
+    t->cancel(false); // its future is told; no effect if it had been cancelled already
+    retire(std::move(t));
 }
 
 template <class Clock>
