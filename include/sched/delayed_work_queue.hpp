@@ -142,6 +142,14 @@ public:
     /** @returns true if it was removed; false if it was not in this queue. */
     bool remove(node& task) noexcept;
 
+    /// Moves @p task, if it is queued here, to be due at @p due: O(log n) in place (it then comes
+    /// after tasks already queued for the same time).
+    /**
+     * @returns true if it was queued here and moved; false otherwise (it was never queued, has
+     * been taken, or is queued elsewhere), and then nothing changes.
+     */
+    bool reschedule(node& task, time_point due) noexcept;
+
     /// Moves every due task, at most @p max_tasks, to @p out in due order, in one lock hold
     /// (Java's drainTo).
     /**

@@ -10,16 +10,22 @@
 #include <sched/detail/task_impl.hpp>
 #include <sched/detail/time.hpp>
 
+#include <boost/asio/execution_context.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <thread>
 #include <vector>
 
 namespace sched {
+namespace detail {
+struct pool_access;
+} // namespace detail
 
 /// Worker threads running one-shot and periodic tasks when they are due: Java's
 /// ScheduledThreadPoolExecutor.
@@ -50,7 +56,8 @@ namespace sched {
  * concurrently with any other use of the pool or of its futures.
  */
 template <class Clock = std::chrono::steady_clock>
-class basic_scheduled_thread_pool final : private detail::task_owner<Clock>
+class basic_scheduled_thread_pool final : public boost::asio::execution_context,
+                                          private detail::task_owner<Clock>
 {
 public:
     using clock_type = Clock;
@@ -186,6 +193,7 @@ public:
     }
 
 private:
+    friend struct detail::pool_access;
     using task_type = detail::task<Clock>;
     using task_ptr = boost::intrusive_ptr<task_type>;
 
@@ -211,7 +219,10 @@ private:
 
     void worker_main(std::size_t index);
     void run(task_ptr t, const std::stop_token& stop);
-    void requeue(task_ptr t, time_point due);
+    void finish_run(task_type& t, std::exception_ptr error) noexcept override;
+    // The end of a run: re-queues a periodic task or retires the task, then after_execute.
+    void after_run(task_ptr t, std::exception_ptr error) noexcept;
+    void requeue(task_ptr t, time_point due) noexcept;
     // The runner is done with the task: frees its body, drops the reference, counts it finished.
     void retire(task_ptr t) noexcept;
     // The same for a task that will not run again, cancelling it first if it is still pending.
@@ -253,7 +264,8 @@ private:
     std::atomic<std::size_t> live_workers_{0};
     mutable std::mutex termination_mutex_;
     std::condition_variable terminated_cv_;
-    bool terminated_ = false; // guarded by termination_mutex_
+    bool terminated_ = false;                         // guarded by termination_mutex_
+    std::shared_ptr<detail::owner_link<Clock>> link_; // for detached runs
 };
 
 /// The pool on std::chrono::steady_clock.

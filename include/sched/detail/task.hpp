@@ -27,12 +27,24 @@ enum class period_kind : std::uint8_t
 template <class Clock>
 class task;
 
+// What one run of a task leaves to its runner.
+struct run_outcome
+{
+    std::exception_ptr error; // what the body threw, if anything
+    // The run goes on elsewhere (a tick posted to the executor it is bound to): the task took the
+    // runner's reference with it and hands it back through owner_link::finish_run().
+    bool detached = false;
+};
+
 // Whoever queued a task, told when it is cancelled so it can take the task out of its queue.
 template <class Clock>
 class task_owner
 {
 public:
     virtual void on_cancelled(task<Clock>& t) noexcept = 0;
+
+    // A detached run has ended: takes back the runner's reference to `t`, which is not queued.
+    virtual void finish_run(task<Clock>& t, std::exception_ptr error) noexcept = 0;
 
 protected:
     ~task_owner() = default;
@@ -91,8 +103,8 @@ public:
 
     // Runner only: runs the body once on this thread. A one-shot task completes; a periodic task
     // stays pending unless the body threw (then it is exceptional). `runner_stop` asks a running
-    // body that takes a std::stop_token to stop. Returns what the body threw, if anything.
-    virtual std::exception_ptr run(std::stop_token runner_stop) noexcept = 0;
+    // body that takes a std::stop_token to stop.
+    virtual run_outcome run(std::stop_token runner_stop) noexcept = 0;
 
     // Runner only: for a periodic task, when the next run is due given that the last one ended
     // at `ended`; saturates at time_point::max().
@@ -102,8 +114,18 @@ public:
     // releasing its body.
     virtual void fail(std::exception_ptr e) noexcept = 0;
 
+    // Whether the task reports its end to a completion handler rather than to futures: it is
+    // never handed out by shutdown_now(), which ends it with the shutdown error instead.
+    virtual bool completes_handler() const noexcept { return false; }
+
+    // Runner only: the pool cancelled the task because it was shut down (the handler of an
+    // asynchronous operation is then told error::shutdown rather than operation_aborted).
+    void mark_shut_down() noexcept { shut_down_ = true; }
+    bool shut_down() const noexcept { return shut_down_; }
+
     // Runner only, once it will not run the body again: destroys the body now, so that what it
     // captured is freed even while futures keep the task's state alive (Java nulls the callable).
+    // A task with a completion handler delivers its outcome to the handler here.
     void release_body() noexcept
     {
         if (!body_released_)
@@ -148,19 +170,32 @@ protected:
     template <class Store>
     bool complete(future_state final, Store&& store) noexcept
     {
-        future_state expected = future_state::pending;
-        if (!state_.compare_exchange_strong(expected, future_state::completing))
+        if (!begin_completing())
             return false;
-        final = std::forward<Store>(store)() ? final : future_state::exceptional;
-        state_.store(final);
-        wake_waiters();
+        end_completing(std::forward<Store>(store)() ? final : future_state::exceptional);
         return true;
     }
+
+    // pending → completing, unless a cancel came first; a task that completes through a handler
+    // does this before its run, so that a cancel can win only by preventing the run.
+    bool begin_completing() noexcept
+    {
+        future_state expected = future_state::pending;
+        return state_.compare_exchange_strong(expected, future_state::completing);
+    }
+
+    // completing → `final` (normal or exceptional).
+    void end_completing(future_state final) noexcept
+    {
+        state_.store(final);
+        wake_waiters();
+    }
+
+    virtual void request_stop() noexcept {}
 
     bool body_released() const noexcept { return body_released_; }
 
 private:
-    virtual void request_stop() noexcept {}
     virtual void destroy_body() noexcept = 0;
     virtual void destroy() noexcept = 0;
 
@@ -192,6 +227,7 @@ private:
     mutable std::atomic<bool> waiters_{false};
     const period_kind kind_;
     bool body_released_ = false; // runner only
+    bool shut_down_ = false;     // runner only
     std::atomic<task_owner<Clock>*> owner_;
 };
 
@@ -293,6 +329,41 @@ protected:
 private:
     virtual void* outcome() noexcept = 0;
     const void* outcome() const noexcept { return const_cast<result_task*>(this)->outcome(); }
+};
+
+// The way back to a task's owner for a detached run, which may end after the owner is gone: then
+// the task ends as if the owner had been shut down.
+template <class Clock>
+class owner_link
+{
+public:
+    explicit owner_link(task_owner<Clock>& owner) noexcept : owner_(&owner) {}
+
+    // Takes over the runner's reference to `t`.
+    void finish_run(task<Clock>& t, std::exception_ptr error) noexcept
+    {
+        std::lock_guard lock(mutex_); // the owner cannot leave meanwhile
+        if (owner_)
+            owner_->finish_run(t, std::move(error));
+        else
+        {
+            if (t.cancel(false))
+                t.mark_shut_down();
+            t.release_body();
+            t.release();
+        }
+    }
+
+    // The owner is leaving; returns once no finish_run() is inside it.
+    void sever() noexcept
+    {
+        std::lock_guard lock(mutex_);
+        owner_ = nullptr;
+    }
+
+private:
+    std::mutex mutex_;
+    task_owner<Clock>* owner_;
 };
 
 } // namespace sched::detail

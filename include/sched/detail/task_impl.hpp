@@ -71,7 +71,7 @@ public:
             period_.period = period;
     }
 
-    std::exception_ptr run(std::stop_token runner_stop) noexcept override
+    run_outcome run(std::stop_token runner_stop) noexcept override
     {
         // The body is destroyed before the outcome is stored in its place.
         try
@@ -90,13 +90,13 @@ public:
                 this->release_body();
                 this->set_value(std::move(value));
             }
-            return nullptr;
+            return {};
         }
         catch (...)
         {
             std::exception_ptr e = std::current_exception();
             fail(e);
-            return e;
+            return {std::move(e)};
         }
     }
 

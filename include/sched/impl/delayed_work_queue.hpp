@@ -119,6 +119,31 @@ bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
 }
 
 template <class Clock>
+bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noexcept
+{
+    std::lock_guard lock(mutex_);
+    const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
+    if (i >= heap_.size() || heap_[i].task != &task)
+        return false;
+    const time_point was = heap_[i].due;
+    heap_[i].due = due;
+    task.seq_ = next_seq_++;
+    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    std::size_t at = sift_down(i);
+    if (at == i)
+        at = sift_up(i);
+    check_invariants(at);
+    if (at == 0 && due < was)
+    {
+        // An earlier head: the leader sleeps until a time that is now too late. (A later head
+        // needs nobody woken: the leader wakes early, once, and sleeps again.)
+        leader_ = nullptr;
+        available_.notify_one();
+    }
+    return true;
+}
+
+template <class Clock>
 template <class OutputIt>
 std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max_tasks)
 {

@@ -46,7 +46,8 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(std::size_t thre
 
 template <class Clock>
 basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options options)
-    : options_(std::move(options))
+    : options_(std::move(options)), link_(std::make_shared<detail::owner_link<Clock>>(
+                                        static_cast<detail::task_owner<Clock>&>(*this)))
 {
     if (options_.threads == 0)
         throw std::invalid_argument("scheduled_thread_pool: needs at least one thread");
@@ -74,6 +75,10 @@ basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
     (void)shutdown_now(); // the dropped handles cancel their tasks
     for (std::thread& worker : workers_)
         worker.join(); // throws, hence terminates, if a task destroys its own pool
+    link_->sever();    // detached runs that end from now on find the pool gone
+    // Asio's services (strands, say) go while the pool's members are still there.
+    boost::asio::execution_context::shutdown();
+    boost::asio::execution_context::destroy();
 }
 
 template <class Clock>
@@ -161,10 +166,16 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     for (task_ptr& t : taken) // in due order
     {
         t->set_owner(nullptr); // the handle decides now; the pool may be gone by then
-        if (t->state() == future_state::pending)
+        if (t->state() == future_state::pending && !t->completes_handler())
             never_ran.push_back(task_handle_type(t.detach()));
         else
-            t->release_body(); // cancelled while queued: its future knows already
+        {
+            // Cancelled while queued (its future knows already), or an asynchronous operation,
+            // whose handler learns of the shutdown now.
+            if (t->cancel(false))
+                t->mark_shut_down();
+            t->release_body();
+        }
         t.reset();
         finish_pending();
     }
@@ -263,6 +274,14 @@ template <class Clock>
 void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 {
     t.set_owner(nullptr);
+    if (t.completes_handler()) // an asynchronous operation: its handler learns of the shutdown
+    {
+        if (t.cancel(false))
+            t.mark_shut_down();
+        t.release_body();
+        t.release();
+        return;
+    }
     task_handle_type handle(&t); // takes the runner's reference; dropping it cancels the task
     switch (options_.rejection)
     {
@@ -309,7 +328,21 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
         return;
     }
     detail::call_hook(options_.before_execute);
-    std::exception_ptr error = t->run(stop);
+    detail::run_outcome outcome = t->run(stop);
+    if (!outcome.detached) // else the task took the runner's reference and calls finish_run()
+        after_run(std::move(t), std::move(outcome.error));
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception_ptr error) noexcept
+{
+    t.set_owner(this); // a detached run unsets it (see detail::owner_link)
+    after_run(task_ptr(&t, false), std::move(error));
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_ptr error) noexcept
+{
     // As in Java, a periodic task is back in the queue before after_execute runs, so that the
     // hook's own time does not delay the next run.
     if (t->is_periodic() && t->state() == future_state::pending)
@@ -328,7 +361,7 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due)
+void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noexcept
 {
     task_ptr keep = t; // once queued, another worker may run and release it before the check
     try
@@ -360,7 +393,10 @@ void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::retire_cancelled(task_ptr t) noexcept
 {
-    t->cancel(false); // its future is told; no effect if it had been cancelled already
+    // Its future is told; no effect if it had been cancelled already. Every caller cancels for
+    // the pool's shutdown.
+    if (t->cancel(false))
+        t->mark_shut_down();
     retire(std::move(t));
 }
 
@@ -397,8 +433,9 @@ bool basic_scheduled_thread_pool<Clock>::removes_cancelled() const noexcept
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
-    // Called by cancel() on any thread, which holds a reference to t.
-    if (removes_cancelled() && queue_.remove(t))
+    // Called by cancel() on any thread, which holds a reference to t. An asynchronous
+    // operation's handler is told at once whatever remove_on_cancel says.
+    if ((removes_cancelled() || t.completes_handler()) && queue_.remove(t))
         retire(task_ptr(&t, false));
 }
 

@@ -1,0 +1,49 @@
+#ifndef SCHED_DETAIL_POOL_ACCESS_HPP
+#define SCHED_DETAIL_POOL_ACCESS_HPP
+
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <sched/detail/task.hpp>
+
+#include <memory>
+
+namespace sched::detail {
+
+// What the Asio front needs of a pool beyond its public interface.
+struct pool_access
+{
+    template <class Clock>
+    static task_owner<Clock>& owner(basic_scheduled_thread_pool<Clock>& pool) noexcept
+    {
+        return pool;
+    }
+
+    // Queues a new task holding the runner's reference, which the pool takes over. After
+    // shutdown, a task that completes a handler ends with error::shutdown.
+    template <class Clock>
+    static void
+    queue(basic_scheduled_thread_pool<Clock>& pool, task<Clock>& t, typename Clock::time_point due)
+    {
+        pool.queue_new(t, due);
+    }
+
+    // Moves a queued task to `due` in place; false if it is not queued (it ran, or is running).
+    template <class Clock>
+    static bool reschedule(basic_scheduled_thread_pool<Clock>& pool,
+                           task<Clock>& t,
+                           typename Clock::time_point due) noexcept
+    {
+        return pool.queue_.reschedule(t, due);
+    }
+
+    template <class Clock>
+    static const std::shared_ptr<owner_link<Clock>>&
+    link(basic_scheduled_thread_pool<Clock>& pool) noexcept
+    {
+        return pool.link_;
+    }
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_POOL_ACCESS_HPP
