@@ -7,6 +7,7 @@
 #include <sched/error.hpp>
 #include <sched/future_state.hpp>
 #include <sched/manual_clock.hpp>
+#include <sched/pool_executor.hpp>
 #include <sched/pool_options.hpp>
 #include <sched/scheduled_future.hpp>
 #include <sched/scheduled_thread_pool.hpp>

@@ -25,7 +25,19 @@
 namespace sched {
 namespace detail {
 struct pool_access;
+
+// The pool whose worker this thread is, if any. (A function's local: as a thread_local static
+// member of the pool, an extern template, it was reached through a null TLS init function in
+// GCC's optimised builds.)
+inline const void*& this_thread_pool() noexcept
+{
+    thread_local const void* pool = nullptr;
+    return pool;
+}
 } // namespace detail
+
+template <class Clock, class Allocator, unsigned int Bits>
+class basic_pool_executor;
 
 /// Worker threads running one-shot and periodic tasks when they are due: Java's
 /// ScheduledThreadPoolExecutor.
@@ -44,9 +56,16 @@ struct pool_access;
  * A negative delay means "now". Delays and periods too large for the clock saturate: a task due
  * at time_point::max() never runs.
  *
+ * The pool is a Boost.Asio execution context too: get_executor() returns an executor that
+ * boost::asio::post, dispatch, defer, co_spawn, strands and any_io_executor accept. Its functions
+ * run on the workers as tasks due now; unlike tasks, they still run after shutdown() (see
+ * basic_pool_executor).
+ *
  * Destroying the pool is shutdown_now(), dropping the handed-back tasks (their futures report
- * cancellation), then joining the workers after their current runs. To let delayed tasks run
- * first, call shutdown() and await_termination() before.
+ * cancellation; executor functions are destroyed unrun), then joining the workers after their
+ * current runs. To let delayed tasks run
+ * first, call shutdown() and await_termination() before. No executor of the pool may be used
+ * once its destruction has begun, and a tracked one must be gone by then.
  *
  * @tparam Clock The clock that due times are read on (std::chrono::steady_clock by default;
  * sched::manual_clock in tests).
@@ -56,8 +75,8 @@ struct pool_access;
  * concurrently with any other use of the pool or of its futures.
  */
 template <class Clock = std::chrono::steady_clock>
-class basic_scheduled_thread_pool final : public boost::asio::execution_context,
-                                          private detail::task_owner<Clock>
+class basic_scheduled_thread_pool : public boost::asio::execution_context,
+                                    private detail::task_owner<Clock>
 {
 public:
     using clock_type = Clock;
@@ -67,6 +86,8 @@ public:
     using task_handle_type = basic_task_handle<Clock>;
     template <class R>
     using future_type = basic_scheduled_future<R, Clock>;
+    /// The pool's Asio executor: possibly blocking, untracked, std::allocator.
+    using executor_type = basic_pool_executor<Clock, std::allocator<void>, 0>;
 
     /// Starts @p threads workers with default options.
     /** @throws std::invalid_argument if @p threads is 0. */
@@ -90,6 +111,9 @@ public:
 
     /// The queue of tasks waiting to run, to observe (Java's getQueue()).
     const queue_type& queue() const noexcept { return queue_; }
+
+    /// An executor that runs functions on the pool's workers, for Boost.Asio.
+    executor_type get_executor() noexcept;
 
     /// Runs @p f once, @p delay from now.
     /**
@@ -161,14 +185,21 @@ public:
      * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
      * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
      * see await_termination(). Calling it again has no effect.
+     *
+     * The executor still accepts functions, which run whatever the policies say: they continue
+     * work the pool accepted. The pool terminates once no task, executor function or tracked
+     * executor is left.
      */
     void shutdown();
 
     /// Accepts no new tasks, takes every queued task out, and stops the workers after their
     /// current runs; running tasks that take a std::stop_token see stop requested.
     /**
-     * @returns The tasks that never ran, in due order. Each handle runs or cancels its task;
-     * dropping it cancels the task, so its future learns it did not run.
+     * The executor accepts no functions any more either: it destroys them without running them.
+     *
+     * @returns The tasks that never ran, in due order, queued executor functions among them.
+     * Each handle runs or cancels its task; dropping it cancels the task, so its future learns
+     * it did not run (an executor function is destroyed without running).
      */
     std::vector<task_handle_type> shutdown_now();
 
@@ -194,6 +225,8 @@ public:
 
 private:
     friend struct detail::pool_access;
+    template <class, class, unsigned int>
+    friend class basic_pool_executor;
     using task_type = detail::task<Clock>;
     using task_ptr = boost::intrusive_ptr<task_type>;
 
@@ -208,13 +241,20 @@ private:
     template <class R, bool Periodic, class F>
     future_type<R> make_and_queue(F&& f, time_point due, detail::period_kind kind, duration period);
 
-    template <class R, bool Periodic, class F>
-    future_type<R>
-    make_and_queue_body(F&& f, time_point due, detail::period_kind kind, duration period);
+    // The executor's submission: queues `f`, due now, as an executor function whose node comes
+    // from `a` (from the recycler if `a` is a std::allocator).
+    template <class F, class Allocator>
+    void queue_function(F&& f, const Allocator& a);
+
+    // Returns make(f), or make(the decorated f) if the decorate_task hook gives a wrapper.
+    template <class F, class Make>
+    decltype(auto) decorate(F&& f, Make make);
 
     // Queues a new task the caller holds a reference to, plus the runner's reference it hands
-    // over. Applies the rejection policy if the pool is shut down.
+    // over. Applies the rejection policy if the pool does not accept it.
     void queue_new(task_type& t, time_point due);
+    // Whether a new task may be queued; `open` says whether the pool had not gone idle.
+    bool accepts(const task_type& t, bool open) const noexcept;
     void reject(task_type& t);
 
     void worker_main(std::size_t index);
@@ -232,9 +272,18 @@ private:
     bool keeps_after_shutdown(const task_type& t) const noexcept;
     bool removes_cancelled() const noexcept;
     void on_cancelled(task_type& t) noexcept override;
-    void take_pending() noexcept;
+    // Counts one more pending task or tracked executor; false if the pool had gone idle after
+    // shutdown (the count is taken all the same, for finish_pending() to give back).
+    bool take_pending() noexcept;
     void finish_pending() noexcept;
+    // After shutdown: once nothing is pending, marks the pool idle and lets the workers go.
+    void stop_if_idle() noexcept;
     void stop_workers() noexcept;
+
+    // Whether this thread is one of the pool's workers.
+    bool runs_this_thread() const noexcept { return detail::this_thread_pool() == this; }
+    // What an executor function run inside execute() threw: to the after_execute hook.
+    void after_inline_run(std::exception_ptr error) noexcept;
 
     // Takes every queued task matching pred out of the queue, in due order, with the queue's
     // references. Out of memory, it takes what it could and sets `failure`.
@@ -255,9 +304,11 @@ private:
     const pool_options options_;
     queue_type queue_;
     std::atomic<run_state> state_{run_state::running};
-    // Tasks accepted and not yet finished: queued, or taken by a worker. When it reaches zero
-    // after shutdown, nothing can be queued again and the workers are stopped.
+    // Tasks accepted and not yet finished (queued, or taken by a worker) and tracked executors.
+    // When it reaches zero after shutdown, idle_bit joins it for good: nothing can be queued
+    // again, and the workers are stopped.
     std::atomic<std::size_t> pending_{0};
+    static constexpr std::size_t idle_bit = ~(~std::size_t(0) >> 1);
     std::stop_source stop_;     // the workers exit; running stop-token tasks see it
     std::mutex shutdown_mutex_; // one shutdown() or shutdown_now() at a time
     std::vector<std::thread> workers_;
@@ -278,5 +329,8 @@ using scheduled_thread_pool = basic_scheduled_thread_pool<>;
 namespace sched {
 extern template class basic_scheduled_thread_pool<std::chrono::steady_clock>;
 } // namespace sched
+
+// The pool's executor_type, which needs the pool complete.
+#include <sched/pool_executor.hpp>
 
 #endif // SCHED_SCHEDULED_THREAD_POOL_HPP

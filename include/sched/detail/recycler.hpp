@@ -2,6 +2,9 @@
 #define SCHED_DETAIL_RECYCLER_HPP
 
 #include <cstddef>
+#include <limits>
+#include <memory>
+#include <new>
 
 namespace sched::detail {
 
@@ -11,6 +14,58 @@ namespace sched::detail {
 // goes back to operator delete once the cache is full (so idle memory stays bounded).
 void* recycled_allocate(std::size_t size);
 void recycled_deallocate(void* block, std::size_t size) noexcept;
+
+// The recycler as an allocator: what task nodes are allocated with unless their submitter brings
+// its own allocator. Over-aligned types bypass it (its blocks have operator new's alignment).
+template <class T>
+class recycling_allocator
+{
+public:
+    using value_type = T;
+
+    recycling_allocator() noexcept = default;
+
+    template <class U>
+    recycling_allocator(const recycling_allocator<U>&) noexcept
+    {}
+
+    T* allocate(std::size_t n)
+    {
+        if (n > std::numeric_limits<std::size_t>::max() / sizeof(T))
+            throw std::bad_array_new_length();
+        if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
+        else
+            return static_cast<T*>(recycled_allocate(n * sizeof(T)));
+    }
+
+    void deallocate(T* p, std::size_t n) noexcept
+    {
+        if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+        else
+            recycled_deallocate(p, n * sizeof(T));
+    }
+
+    friend bool operator==(const recycling_allocator&, const recycling_allocator&) noexcept
+    {
+        return true;
+    }
+};
+
+// The allocator for the nodes of a submitter that brings `a`: std::allocator, the default, means
+// the recycler.
+template <class Allocator>
+Allocator node_allocator(const Allocator& a) noexcept
+{
+    return a;
+}
+
+template <class T>
+recycling_allocator<T> node_allocator(const std::allocator<T>&) noexcept
+{
+    return {};
+}
 
 } // namespace sched::detail
 

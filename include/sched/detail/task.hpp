@@ -123,6 +123,17 @@ public:
     void mark_shut_down() noexcept { shut_down_ = true; }
     bool shut_down() const noexcept { return shut_down_; }
 
+    // Before the task is first queued: it is a function submitted through the pool's Asio
+    // executor, which runs after shutdown() whatever the policies say, and which a stopped pool
+    // destroys without running.
+    void mark_executor_function() noexcept { executor_function_ = true; }
+    bool is_executor_function() const noexcept { return executor_function_; }
+
+    // The I/O execution context (its scheduler service) that an asynchronous operation completes
+    // in, set before the task is queued; null for other tasks.
+    void set_context(const void* context) noexcept { context_ = context; }
+    const void* context() const noexcept { return context_; }
+
     // Runner only, once it will not run the body again: destroys the body now, so that what it
     // captured is freed even while futures keep the task's state alive (Java nulls the callable).
     // A task with a completion handler delivers its outcome to the handler here.
@@ -228,7 +239,9 @@ private:
     const period_kind kind_;
     bool body_released_ = false; // runner only
     bool shut_down_ = false;     // runner only
+    bool executor_function_ = false;
     std::atomic<task_owner<Clock>*> owner_;
+    const void* context_ = nullptr;
 };
 
 // A task's outcome: the value or the exception. It is stored where the body was (the derived
@@ -352,6 +365,15 @@ public:
             t.release_body();
             t.release();
         }
+    }
+
+    // Calls f() if the owner is still there; it cannot leave meanwhile.
+    template <class F>
+    void with_owner(F f)
+    {
+        std::lock_guard lock(mutex_);
+        if (owner_)
+            f();
     }
 
     // The owner is leaving; returns once no finish_run() is inside it.

@@ -8,6 +8,7 @@
 #include <concepts>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -44,6 +45,33 @@ concept task_body = std::move_constructible<std::decay_t<F>> &&
 struct no_stop_source
 {};
 
+// The stop source of a body that takes a std::stop_token; nothing for one that does not.
+template <class F>
+using stop_source_for = std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop_source>;
+
+// Calls `body`, passing a body that takes one a stop token from `own`, which is also asked to
+// stop while `runner_stop` is.
+template <class F, class Source>
+decltype(auto) invoke_body(F& body, Source& own, const std::stop_token& runner_stop)
+{
+    if constexpr (takes_stop_token<F>)
+    {
+        std::stop_callback forward_stop(runner_stop, [&own]() noexcept { own.request_stop(); });
+        return std::invoke(body, own.get_token());
+    }
+    else
+        return std::invoke(body);
+}
+
+// When a periodic task is next due: `period` after its last due time (fixed rate) or after its
+// last run `ended` (fixed delay); saturates at time_point::max().
+template <class TimePoint, class Duration>
+TimePoint
+next_periodic_due(period_kind kind, TimePoint due, TimePoint ended, Duration period) noexcept
+{
+    return saturating_add(kind == period_kind::fixed_rate ? due : ended, period);
+}
+
 template <class Duration>
 struct period_holder
 {
@@ -53,22 +81,40 @@ struct period_holder
 struct no_period
 {};
 
-// The concrete task: body F returning R; Periodic tasks re-run every period.
-template <class F, class R, class Clock, bool Periodic>
+// The concrete task: body F returning R; Periodic tasks re-run every period. Its memory comes
+// from Allocator, rebound to the task, which it keeps to give the memory back.
+template <class F, class R, class Clock, bool Periodic, class Allocator = recycling_allocator<void>>
 class task_impl final : public result_task<R, Clock>
 {
+    using allocator_type =
+        typename std::allocator_traits<Allocator>::template rebind_alloc<task_impl>;
+    using allocator_traits = std::allocator_traits<allocator_type>;
+
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
 
+    // The only way to make one: allocates the task with `a`, then constructs it there.
     template <class G>
-    task_impl(
-        G&& body, period_kind kind, duration period, std::uint32_t refs, task_owner<Clock>* owner)
-        : result_task<R, Clock>(kind, refs, owner)
+    static task_impl* create(const Allocator& a,
+                             G&& body,
+                             period_kind kind,
+                             duration period,
+                             std::uint32_t refs,
+                             task_owner<Clock>* owner)
     {
-        ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));
-        if constexpr (Periodic)
-            period_.period = period;
+        allocator_type alloc(a);
+        const typename allocator_traits::pointer p = allocator_traits::allocate(alloc, 1);
+        try
+        {
+            return ::new (static_cast<void*>(std::to_address(p)))
+                task_impl(alloc, std::forward<G>(body), kind, period, refs, owner);
+        }
+        catch (...)
+        {
+            allocator_traits::deallocate(alloc, p, 1);
+            throw;
+        }
     }
 
     run_outcome run(std::stop_token runner_stop) noexcept override
@@ -109,16 +155,26 @@ public:
     time_point next_due(time_point ended) const noexcept override
     {
         if constexpr (Periodic)
-        {
-            const time_point from =
-                this->kind() == period_kind::fixed_rate ? this->due_time() : ended;
-            return saturating_add(from, period_.period);
-        }
+            return next_periodic_due(this->kind(), this->due_time(), ended, period_.period);
         else
             return time_point::max();
     }
 
 private:
+    template <class G>
+    task_impl(const allocator_type& alloc,
+              G&& body,
+              period_kind kind,
+              duration period,
+              std::uint32_t refs,
+              task_owner<Clock>* owner)
+        : result_task<R, Clock>(kind, refs, owner), alloc_(alloc)
+    {
+        ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));
+        if constexpr (Periodic)
+            period_.period = period;
+    }
+
     ~task_impl() override
     {
         if (!this->body_released())
@@ -127,16 +183,9 @@ private:
             this->destroy_outcome();
     }
 
-    decltype(auto) invoke(std::stop_token& runner_stop)
+    decltype(auto) invoke(const std::stop_token& runner_stop)
     {
-        if constexpr (takes_stop_token<F>)
-        {
-            std::stop_callback forward_stop(runner_stop,
-                                            [this]() noexcept { stop_.request_stop(); });
-            return std::invoke(storage_.body, stop_.get_token());
-        }
-        else
-            return std::invoke(storage_.body);
+        return invoke_body(storage_.body, stop_, runner_stop);
     }
 
     void request_stop() noexcept override
@@ -146,7 +195,14 @@ private:
     }
 
     void destroy_body() noexcept override { storage_.body.~F(); }
-    void destroy() noexcept override { delete this; }
+    void destroy() noexcept override
+    {
+        allocator_type alloc(alloc_);
+        const typename allocator_traits::pointer p =
+            std::pointer_traits<typename allocator_traits::pointer>::pointer_to(*this);
+        this->~task_impl();
+        allocator_traits::deallocate(alloc, p, 1);
+    }
     void* outcome() noexcept override { return &storage_; }
 
     // The body from construction until release_body(); then, once the task completes, its value
@@ -159,9 +215,9 @@ private:
         std::conditional_t<std::is_void_v<R>, std::exception_ptr, R> value;
         std::exception_ptr error;
     } storage_;
-    [[no_unique_address]] std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop_source>
-        stop_;
+    [[no_unique_address]] stop_source_for<F> stop_;
     [[no_unique_address]] std::conditional_t<Periodic, period_holder<duration>, no_period> period_;
+    [[no_unique_address]] allocator_type alloc_;
 };
 
 // A body run through a wrapper from the pool's decorate_task hook. The wrapper gets a callable
@@ -211,6 +267,16 @@ public:
 private:
     F body_;
     Wrapper wrapper_;
+};
+
+// A body called without arguments even though it could take a std::stop_token: an Asio
+// executor's function is called as f().
+template <class F>
+struct without_stop_token
+{
+    F f;
+
+    void operator()() { f(); }
 };
 
 } // namespace sched::detail

@@ -82,6 +82,12 @@ basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
 }
 
 template <class Clock>
+auto basic_scheduled_thread_pool<Clock>::get_executor() noexcept -> executor_type
+{
+    return executor_type(*this);
+}
+
+template <class Clock>
 template <class F>
 requires detail::task_body<F>
 auto basic_scheduled_thread_pool<Clock>::schedule_at(time_point due, F&& f)
@@ -148,8 +154,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
         failure);
     for (task_ptr& t : dropped)
         retire_cancelled(std::move(t));
-    if (pending_.load() == 0)
-        stop_workers(); // nothing queued or running: the workers may go
+    stop_if_idle(); // if nothing is queued or running, the workers may go
     if (failure)
         std::rethrow_exception(failure);
 }
@@ -212,32 +217,54 @@ auto basic_scheduled_thread_pool<Clock>::make_and_queue(F&& f,
                                                         detail::period_kind kind,
                                                         duration period) -> future_type<R>
 {
+    return decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
+        using task_impl = detail::task_impl<std::decay_t<Body>, R, Clock, Periodic>;
+        // Two references: the future's, and the runner's, which queue_new() hands on.
+        task_impl* t = task_impl::create({}, std::forward<Body>(body), kind, period, 2, this);
+        future_type<R> future(t);
+        queue_new(*t, due);
+        return future;
+    });
+}
+
+template <class Clock>
+template <class F, class Allocator>
+void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& a)
+{
+    using function = std::decay_t<F>;
+    if constexpr (detail::takes_stop_token<function>)
+        queue_function(detail::without_stop_token<function>{std::forward<F>(f)}, a);
+    else
+    {
+        decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
+            using node_allocator = decltype(detail::node_allocator(a));
+            using task_impl =
+                detail::task_impl<std::decay_t<Body>, void, Clock, false, node_allocator>;
+            // Two references: the runner's, which queue_new() hands on, and this call's, which
+            // queue_new() needs (nothing else waits for the outcome).
+            task_impl* t =
+                task_impl::create(detail::node_allocator(a), std::forward<Body>(body),
+                                  detail::period_kind::one_shot, duration::zero(), 2, this);
+            const task_ptr keep(t, false);
+            t->mark_executor_function();
+            queue_new(*t, Clock::now());
+        });
+    }
+}
+
+template <class Clock>
+template <class F, class Make>
+decltype(auto) basic_scheduled_thread_pool<Clock>::decorate(F&& f, Make make)
+{
     if (options_.decorate_task)
     {
         if (task_wrapper wrapper = options_.decorate_task())
         {
-            return make_and_queue_body<R, Periodic>(
-                detail::decorated<std::decay_t<F>, task_wrapper>(std::forward<F>(f),
-                                                                 std::move(wrapper)),
-                due, kind, period);
+            return make(detail::decorated<std::decay_t<F>, task_wrapper>(std::forward<F>(f),
+                                                                         std::move(wrapper)));
         }
     }
-    return make_and_queue_body<R, Periodic>(std::forward<F>(f), due, kind, period);
-}
-
-template <class Clock>
-template <class R, bool Periodic, class F>
-auto basic_scheduled_thread_pool<Clock>::make_and_queue_body(F&& f,
-                                                             time_point due,
-                                                             detail::period_kind kind,
-                                                             duration period) -> future_type<R>
-{
-    using task_impl = detail::task_impl<std::decay_t<F>, R, Clock, Periodic>;
-    // Two references: the future's, and the runner's, which queue_new() hands on.
-    auto* t = new task_impl(std::forward<F>(f), kind, period, 2, this);
-    future_type<R> future(t);
-    queue_new(*t, due);
-    return future;
+    return make(std::forward<F>(f));
 }
 
 template <class Clock>
@@ -245,8 +272,8 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
 {
     // Counted before the state is checked: shutdown() stores the state before it reads the
     // count, so either it waits for this task or this call sees the shutdown.
-    take_pending();
-    if (state_.load() != run_state::running)
+    const bool open = take_pending();
+    if (!accepts(t, open))
     {
         finish_pending();
         reject(t);
@@ -271,10 +298,28 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
 }
 
 template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::accepts(const task_type& t, bool open) const noexcept
+{
+    switch (state_.load())
+    {
+    case run_state::running:
+        return true;
+    case run_state::shutdown:
+        // Once idle, the workers are gone or going: nothing could run the function.
+        return open && t.is_executor_function();
+    case run_state::stopped:
+        break;
+    }
+    return false;
+}
+
+template <class Clock>
 void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 {
     t.set_owner(nullptr);
-    if (t.completes_handler()) // an asynchronous operation: its handler learns of the shutdown
+    // An asynchronous operation: its handler learns of the shutdown. An executor function is
+    // destroyed without running, as in a stopped Asio execution context.
+    if (t.completes_handler() || t.is_executor_function())
     {
         if (t.cancel(false))
             t.mark_shut_down();
@@ -300,6 +345,7 @@ void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
 {
+    detail::this_thread_pool() = this;
     detail::name_this_thread(options_.thread_name, index);
     detail::call_hook(options_.on_thread_start, index);
     const std::stop_token stop = stop_.get_token();
@@ -329,7 +375,9 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
     }
     detail::call_hook(options_.before_execute);
     detail::run_outcome outcome = t->run(stop);
-    if (!outcome.detached) // else the task took the runner's reference and calls finish_run()
+    if (outcome.detached) // the task took the runner's reference and calls finish_run()
+        (void)t.detach();
+    else
         after_run(std::move(t), std::move(outcome.error));
 }
 
@@ -357,6 +405,12 @@ void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_pt
     }
     else
         retire(std::move(t));
+    detail::call_hook(options_.after_execute, std::move(error));
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::after_inline_run(std::exception_ptr error) noexcept
+{
     detail::call_hook(options_.after_execute, std::move(error));
 }
 
@@ -408,6 +462,8 @@ bool basic_scheduled_thread_pool<Clock>::may_run(const task_type& t) const noexc
     case run_state::running:
         return true;
     case run_state::shutdown:
+        if (t.is_executor_function())
+            return true;
         return t.is_periodic() ? options_.continue_existing_periodic_tasks_after_shutdown
                                : options_.execute_existing_delayed_tasks_after_shutdown;
     case run_state::stopped:
@@ -464,9 +520,9 @@ auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::except
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
+bool basic_scheduled_thread_pool<Clock>::take_pending() noexcept
 {
-    pending_.fetch_add(1);
+    return (pending_.fetch_add(1) & idle_bit) == 0;
 }
 
 template <class Clock>
@@ -474,6 +530,18 @@ void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
 {
     // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check).
     if (pending_.fetch_sub(1) == 1 && state_.load() != run_state::running)
+        stop_if_idle();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::stop_if_idle() noexcept
+{
+    // Only from zero: a task counted meanwhile keeps the pool busy, and its finish_pending()
+    // comes back here. Once set, the bit makes take_pending() report the pool idle, so that an
+    // executor function submitted as the pool goes idle is refused rather than stranded in the
+    // queue of a pool whose workers are leaving.
+    std::size_t idle = 0;
+    if (pending_.compare_exchange_strong(idle, idle_bit))
         stop_workers();
 }
 
