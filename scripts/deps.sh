@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
     cmake ninja-build g++ clang-format
     libboost1.81-dev libboost-test1.81-dev # Asio, Heap, Test
+    libboost-context1.81-dev               # asio::spawn in test/unit/scheduler_tokens.cpp
     libbenchmark-dev                       # bench/
 )
 

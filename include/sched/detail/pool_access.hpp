@@ -27,6 +27,14 @@ struct pool_access
         pool.queue_new(t, due);
     }
 
+    // Takes a cancelled task out of the queue at once (what cancel() does, for a task that was
+    // cancelled before it was queued).
+    template <class Clock>
+    static void withdraw(basic_scheduled_thread_pool<Clock>& pool, task<Clock>& t) noexcept
+    {
+        static_cast<task_owner<Clock>&>(pool).on_cancelled(t);
+    }
+
     // Moves a queued task to `due` in place; false if it is not queued (it ran, or is running).
     template <class Clock>
     static bool reschedule(basic_scheduled_thread_pool<Clock>& pool,
@@ -34,6 +42,17 @@ struct pool_access
                            typename Clock::time_point due) noexcept
     {
         return pool.queue_.reschedule(t, due);
+    }
+
+    // Takes every queued task of `context` out of the queue and ends it as in a shutdown.
+    template <class Clock>
+    static void abandon_context(basic_scheduled_thread_pool<Clock>& pool,
+                                const void* context) noexcept
+    {
+        std::exception_ptr failure; // out of memory: what could not be taken stays queued
+        for (auto& t : pool.take_queued(
+                 [context](const task<Clock>& t) { return t.context() == context; }, failure))
+            pool.retire_cancelled(std::move(t));
     }
 
     template <class Clock>

@@ -66,6 +66,21 @@ typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
     return saturating_add(Clock::now(), saturating_cast<typename Clock::duration>(delay));
 }
 
+// A due time given as a time point, or as a delay from when it is resolved: when an operation
+// is initiated, which a deferred completion token may put off.
+template <class Clock>
+struct due_spec
+{
+    typename Clock::time_point at{};
+    typename Clock::duration after{};
+    bool relative = false;
+
+    typename Clock::time_point resolve() const noexcept
+    {
+        return relative ? saturating_add(Clock::now(), after) : at;
+    }
+};
+
 } // namespace sched::detail
 
 #endif // SCHED_DETAIL_TIME_HPP

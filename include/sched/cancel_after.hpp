@@ -1,0 +1,177 @@
+#ifndef SCHED_CANCEL_AFTER_HPP
+#define SCHED_CANCEL_AFTER_HPP
+
+#include <sched/scheduler.hpp>
+
+#include <sched/detail/recycler.hpp>
+#include <sched/detail/time.hpp>
+#include <sched/detail/timeout_task.hpp>
+
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_type.hpp>
+
+#include <chrono>
+#include <type_traits>
+#include <utility>
+
+namespace sched {
+
+/// A completion token adapter that bounds an asynchronous operation in time: see cancel_after()
+/// and cancel_at().
+template <class Token, class Clock, class Executor>
+class cancel_at_t
+{
+public:
+    using time_point = typename Clock::time_point;
+    using duration = typename Clock::duration;
+
+    /// Cancellation of type @p type is emitted when @p due resolves: at a time point, or a
+    /// delay after the operation starts.
+    cancel_at_t(basic_scheduler<Clock, Executor>& scheduler,
+                detail::due_spec<Clock> due,
+                Token token,
+                boost::asio::cancellation_type type)
+        : token_(std::move(token)), scheduler_(&scheduler), due_(due), type_(type)
+    {}
+
+    /// When the timeout falls.
+    const detail::due_spec<Clock>& due() const noexcept { return due_; }
+
+    Token& token() noexcept { return token_; }
+    const Token& token() const noexcept { return token_; }
+    basic_scheduler<Clock, Executor>& scheduler() const noexcept { return *scheduler_; }
+    boost::asio::cancellation_type type() const noexcept { return type_; }
+
+private:
+    Token token_;
+    basic_scheduler<Clock, Executor>* scheduler_;
+    detail::due_spec<Clock> due_;
+    boost::asio::cancellation_type type_;
+};
+
+/// Bounds the operation that @p token completes: if it has not completed @p timeout after it
+/// starts, cancellation of @p type (terminal by default) is emitted on its cancellation slot.
+/**
+ * The timeout is one entry in @p scheduler's pool, taken out in O(log n) when the operation
+ * completes first. What the operation does when cancelled is its own affair (a socket read
+ * completes with `operation_aborted`). The emission runs through the handler's associated
+ * executor (or the operation's), never after the handler has been invoked. Cancellation emitted
+ * on @p token's own slot is passed on to the operation too. If the pool shuts down first, the
+ * operation goes on without its timeout.
+ *
+ * A negative timeout means now; one too large for the clock never fires.
+ */
+template <class Clock, class Executor, class Token, class Rep, class Period>
+auto cancel_after(basic_scheduler<Clock, Executor>& scheduler,
+                  std::chrono::duration<Rep, Period> timeout,
+                  Token&& token,
+                  boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
+{
+    using duration = typename Clock::duration;
+    const duration after = timeout < std::chrono::duration<Rep, Period>::zero()
+                               ? duration::zero()
+                               : detail::saturating_cast<duration>(timeout);
+    return cancel_at_t<std::decay_t<Token>, Clock, Executor>(
+        scheduler, {.after = after, .relative = true}, std::forward<Token>(token), type);
+}
+
+/// Bounds the operation that @p token completes: if it has not completed when the clock reaches
+/// @p due, cancellation of @p type is emitted on its slot. @copydetails cancel_after
+template <class Clock, class Executor, class Token>
+auto cancel_at(basic_scheduler<Clock, Executor>& scheduler,
+               typename Clock::time_point due,
+               Token&& token,
+               boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
+{
+    return cancel_at_t<std::decay_t<Token>, Clock, Executor>(scheduler, {.at = due},
+                                                             std::forward<Token>(token), type);
+}
+
+namespace detail {
+
+template <class Initiation>
+concept has_executor = requires(const Initiation& i)
+{
+    i.get_executor();
+};
+
+// Starts the wrapped operation with a handler bounded by a timeout.
+template <class Initiation, class Clock, class Executor>
+class timeout_initiation
+{
+public:
+    timeout_initiation(Initiation initiation,
+                       basic_scheduler<Clock, Executor>& scheduler,
+                       due_spec<Clock> due,
+                       boost::asio::cancellation_type type)
+        : initiation_(std::move(initiation)), scheduler_(&scheduler), due_(due), type_(type)
+    {}
+
+    auto get_executor() const noexcept requires has_executor<Initiation>
+    {
+        return initiation_.get_executor();
+    }
+
+    template <class Handler, class... Args>
+    void operator()(Handler&& handler, Args&&... args)
+    {
+        using handler_type = std::decay_t<Handler>;
+        const auto ex = boost::asio::get_associated_executor(handler, default_executor());
+        const auto alloc =
+            boost::asio::get_associated_allocator(handler, recycling_allocator<void>());
+        using timeout =
+            timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(alloc)>>;
+        timeout* t = timeout::create(scheduler_->pool(), ex, alloc, type_);
+        boost::intrusive_ptr<timeout> keep(t); // until started: the handler may be gone by then
+        try
+        {
+            std::move(initiation_)(
+                timeout_handler<handler_type, timeout>(std::forward<Handler>(handler), t),
+                std::forward<Args>(args)...);
+        }
+        catch (...)
+        {
+            t->release(); // the runner's: never queued
+            throw;
+        }
+        t->start(scheduler_->pool(), due_.resolve()); // after the operation connected its slot
+    }
+
+private:
+    auto default_executor() const
+    {
+        if constexpr (has_executor<Initiation>)
+            return initiation_.get_executor();
+        else
+            return scheduler_->get_executor();
+    }
+
+    Initiation initiation_;
+    basic_scheduler<Clock, Executor>* scheduler_;
+    due_spec<Clock> due_;
+    boost::asio::cancellation_type type_;
+};
+
+} // namespace detail
+} // namespace sched
+
+namespace boost::asio {
+
+template <class Token, class Clock, class Executor, class... Signatures>
+struct async_result<sched::cancel_at_t<Token, Clock, Executor>, Signatures...>
+{
+    template <class Initiation, class RawToken, class... Args>
+    static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args)
+    {
+        return async_initiate<Token, Signatures...>(
+            sched::detail::timeout_initiation<std::decay_t<Initiation>, Clock, Executor>(
+                std::forward<Initiation>(initiation), token.scheduler(), token.due(), token.type()),
+            token.token(), std::forward<Args>(args)...);
+    }
+};
+
+} // namespace boost::asio
+
+#endif // SCHED_CANCEL_AFTER_HPP

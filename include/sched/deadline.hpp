@@ -1,0 +1,173 @@
+#ifndef SCHED_DEADLINE_HPP
+#define SCHED_DEADLINE_HPP
+
+#include <sched/scheduler.hpp>
+
+#include <sched/detail/async_task.hpp>
+#include <sched/detail/pool_access.hpp>
+#include <sched/detail/time.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/smart_ptr/intrusive_ptr.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <concepts>
+#include <utility>
+
+namespace sched {
+
+/// A re-armable deadline for idle timeouts: one pending wait whose expiry moves in place.
+/**
+ * async_wait() arms the deadline: its handler runs when the expiry passes. expires_at() and
+ * expires_after() move an armed deadline's expiry in place, later or earlier — one O(log n)
+ * move in the pool's queue, no handler invocation, no cancel-and-wait-again (what
+ * steady_timer::expires_after costs) — and say whether they did: false means no wait was armed
+ * (it has fired, been cancelled, or never been started), and the new expiry is then kept for the
+ * next async_wait().
+ *
+ * The wait's handler completes through its associated executor (the deadline's executor by
+ * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the
+ * destructor, or its cancellation slot: any type), or sched::error::shutdown if the pool shut
+ * down. A second async_wait() while one is armed completes with `already_started` and leaves the
+ * armed one alone.
+ *
+ * The wait's memory comes from its handler's associated allocator; unlike the scheduler's
+ * operations, it is freed when the deadline next arms, or is destroyed, rather than before the
+ * handler runs.
+ *
+ * @par Thread safety
+ * Distinct objects: Safe. Shared objects: Unsafe, as for Asio's timers: call its functions from
+ * one thread or strand at a time, which should be where its handler completes.
+ */
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class basic_deadline
+{
+public:
+    using clock_type = Clock;
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+    using executor_type = Executor;
+    using pool_type = basic_scheduled_thread_pool<Clock>;
+
+    /// The deadline type when rebound to another executor.
+    template <class Executor1>
+    struct rebind_executor
+    {
+        using other = basic_deadline<Clock, Executor1>;
+    };
+
+    /// A deadline completing through @p ex by default, waiting on @p pool; not armed, expiry
+    /// "never".
+    basic_deadline(const executor_type& ex, pool_type& pool) : scheduler_(ex, pool) {}
+
+    /// A deadline completing through @p context's executor by default, waiting on @p pool.
+    template <class ExecutionContext>
+    requires std::convertible_to<ExecutionContext&, boost::asio::execution_context&>
+    basic_deadline(ExecutionContext& context, pool_type& pool) : scheduler_(context, pool)
+    {}
+
+    /// A deadline with @p scheduler's executor and pool.
+    explicit basic_deadline(const basic_scheduler<Clock, Executor>& scheduler) noexcept
+        : scheduler_(scheduler)
+    {}
+
+    /// Takes over @p other's expiry and armed wait.
+    basic_deadline(basic_deadline&& other) noexcept
+        : scheduler_(other.scheduler_), expiry_(other.expiry_), wait_(std::move(other.wait_))
+    {}
+
+    /// Cancels this deadline's armed wait, then takes over @p other's.
+    basic_deadline& operator=(basic_deadline&& other) noexcept
+    {
+        if (this != &other)
+        {
+            cancel();
+            scheduler_ = other.scheduler_;
+            expiry_ = other.expiry_;
+            wait_ = std::move(other.wait_);
+        }
+        return *this;
+    }
+
+    /// Cancels the armed wait, if any.
+    ~basic_deadline() { cancel(); }
+
+    /// The default completion executor.
+    executor_type get_executor() const noexcept { return scheduler_.get_executor(); }
+
+    /// The expiry: of the armed wait, or for the next one.
+    time_point expiry() const noexcept { return expiry_; }
+
+    /// Whether a wait is armed: started, and neither fired nor cancelled.
+    bool armed() const noexcept { return wait_ && wait_->state() == future_state::pending; }
+
+    /// Sets the expiry to @p t, moving the armed wait in place.
+    /** @returns true if it moved an armed wait; false if none was armed. */
+    bool expires_at(time_point t) noexcept
+    {
+        expiry_ = t;
+        return wait_ && detail::pool_access::reschedule(scheduler_.pool(), *wait_, t) && armed();
+    }
+
+    /// Sets the expiry to @p d from now (saturating; a NaN is rejected with
+    /// std::invalid_argument), moving the armed wait in place.
+    /** @returns true if it moved an armed wait; false if none was armed. */
+    template <class Rep, class Period>
+    bool expires_after(std::chrono::duration<Rep, Period> d)
+    {
+        return expires_at(detail::due_after<Clock>(d));
+    }
+
+    /// Cancels the armed wait: its handler completes with `operation_aborted`.
+    /** @returns true if it prevented the expiry; false if no wait was armed. */
+    bool cancel() noexcept { return wait_ && wait_->cancel(false); }
+
+    /// Arms the deadline: completes when the expiry passes.
+    /** Completion signature `void(boost::system::error_code)`. */
+    template <class Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_wait(Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(initiation{this},
+                                                                                   token);
+    }
+
+private:
+    struct initiation
+    {
+        basic_deadline* self;
+
+        template <class Handler>
+        void operator()(Handler&& handler) const
+        {
+            using task = detail::async_task<Clock, detail::async_kind::wait, detail::no_work,
+                                            std::decay_t<Handler>, Executor>;
+            typename task::options opts;
+            opts.held = true;
+            if (self->armed())
+            {
+                opts.held = false;
+                opts.rejected_input = std::make_exception_ptr(
+                    boost::system::system_error(boost::asio::error::already_started));
+            }
+            auto wait = task::start(self->scheduler_.pool(), self->scheduler_.service(),
+                                    self->scheduler_.get_executor(), std::forward<Handler>(handler),
+                                    detail::no_work{}, self->expiry_, std::move(opts));
+            if (wait)
+                self->wait_ = std::move(wait);
+        }
+    };
+
+    basic_scheduler<Clock, Executor> scheduler_;
+    time_point expiry_ = time_point::max();
+    boost::intrusive_ptr<detail::task<Clock>> wait_; // the last wait started
+};
+
+/// The deadline on std::chrono::steady_clock with a polymorphic I/O executor.
+using deadline = basic_deadline<>;
+
+} // namespace sched
+
+#endif // SCHED_DEADLINE_HPP

@@ -1,0 +1,560 @@
+#ifndef SCHED_DETAIL_ASYNC_TASK_HPP
+#define SCHED_DETAIL_ASYNC_TASK_HPP
+
+#include <sched/error.hpp>
+
+#include <sched/detail/handler_work.hpp>
+#include <sched/detail/pool_access.hpp>
+#include <sched/detail/recycler.hpp>
+#include <sched/detail/scheduler_service.hpp>
+#include <sched/detail/task.hpp>
+#include <sched/detail/task_impl.hpp>
+
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/smart_ptr/intrusive_ptr.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace sched::detail {
+
+enum class async_kind : std::uint8_t
+{
+    wait,     // no work: completes with an error_code when due
+    schedule, // runs its work once on a worker: completes with (exception_ptr[, result])
+    periodic, // runs its tick every period until it ends: completes with (exception_ptr, ticks)
+};
+
+struct no_work
+{};
+
+// The associated executor of a tick that is not bound to one.
+struct unbound_tick
+{};
+
+template <class Tick>
+inline constexpr bool tick_is_bound =
+    !std::is_same_v<boost::asio::associated_executor_t<Tick, unbound_tick>, unbound_tick>;
+
+// Outstanding work on the executor a periodic tick is bound to, or nothing.
+template <class Work, bool Bound>
+struct tick_work
+{
+    using type = no_work;
+};
+
+template <class Work>
+struct tick_work<Work, true>
+{
+    using type =
+        std::optional<tracked_executor_t<boost::asio::associated_executor_t<Work, unbound_tick>>>;
+};
+
+// The work's result for async_schedule, or nothing.
+template <async_kind Kind, class R>
+struct result_holder
+{};
+
+template <class R>
+struct result_holder<async_kind::schedule, R>
+{
+    std::optional<R> value;
+};
+
+template <>
+struct result_holder<async_kind::schedule, void>
+{};
+
+// Why an operation ended without its work's outcome: cancelled, or its pool shut down.
+inline boost::system::error_code abort_code(bool shut_down) noexcept
+{
+    return shut_down ? make_error_code(error::shutdown)
+                     : boost::system::error_code(boost::asio::error::operation_aborted);
+}
+
+// The error code of a rejected input: a system_error's own, else invalid_argument.
+inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
+{
+    try
+    {
+        std::rethrow_exception(e);
+    }
+    catch (const boost::system::system_error& error)
+    {
+        return error.code();
+    }
+    catch (...)
+    {
+        return boost::asio::error::invalid_argument;
+    }
+}
+
+// An asynchronous operation in a pool's queue: the task node, its work, its handler and the
+// handler's outstanding work, in one allocation from the handler's associated allocator
+// (recycled by default).
+//
+// The handler learns the outcome exactly once. The runner's release_body() marks the outcome as
+// ready; when the last reference goes (usually the runner's, just after), the node posts itself
+// to the handler's executor, which frees it and then invokes the handler. A node held by a
+// deadline is posted at release_body() instead, and freed when the deadline lets go of it.
+//
+// Cancellation through the handler's slot wins only if it comes before the run: a one-shot node
+// leaves `pending` as its run starts.
+template <class Clock, async_kind Kind, class Work, class Handler, class IoExecutor>
+class async_task final : public task<Clock>
+{
+public:
+    using time_point = typename Clock::time_point;
+    using duration = typename Clock::duration;
+    using work_result = typename std::conditional_t<Kind == async_kind::schedule,
+                                                    task_result<Work>,
+                                                    std::type_identity<void>>::type;
+    using allocator_type = typename std::allocator_traits<
+        boost::asio::associated_allocator_t<Handler, recycling_allocator<void>>>::
+        template rebind_alloc<async_task>;
+
+    struct options
+    {
+        period_kind kind = period_kind::one_shot;
+        duration period{};
+        bool held = false;                   // a deadline keeps a reference to the node
+        std::exception_ptr rejected_input{}; // complete with this at once, scheduling nothing
+    };
+
+    // Makes the node and queues it on `pool`, due at `due`. The handler's cancellation slot, if
+    // connected, gets its handler first. With `rejected_input`, nothing is queued: the handler
+    // is told. Returns the node when options.held (with a reference for the caller), else null.
+    template <class H, class W>
+    static boost::intrusive_ptr<async_task> start(basic_scheduled_thread_pool<Clock>& pool,
+                                                  scheduler_service<Clock>& service,
+                                                  const IoExecutor& io,
+                                                  H&& handler,
+                                                  W&& work,
+                                                  time_point due,
+                                                  options opts)
+    {
+        allocator_type alloc(
+            boost::asio::get_associated_allocator(handler, recycling_allocator<void>()));
+        async_task* t = std::allocator_traits<allocator_type>::allocate(alloc, 1);
+        try
+        {
+            ::new (static_cast<void*>(t))
+                async_task(pool, io, std::forward<H>(handler), std::forward<W>(work), alloc, opts);
+        }
+        catch (...)
+        {
+            std::allocator_traits<allocator_type>::deallocate(alloc, t, 1);
+            throw;
+        }
+        t->service_ = &service;
+        t->set_context(&service);
+        t->counted_ = true;
+        service.started();
+        // This call's reference: queueing touches the node after a worker may have run it.
+        boost::intrusive_ptr<async_task> keep(t, false);
+        if (opts.rejected_input)
+        {
+            t->fail(opts.rejected_input);
+            t->release_body();
+            t->release();
+        }
+        else
+        {
+            t->connect_slot();
+            pool_access::queue(pool, *t, due); // hands over the runner's reference
+        }
+        if (!opts.held)
+            keep.reset();
+        return keep;
+    }
+
+    bool completes_handler() const noexcept override { return true; }
+
+    run_outcome run(std::stop_token runner_stop) noexcept override
+    {
+        if constexpr (Kind == async_kind::wait)
+        {
+            if (this->begin_completing())
+                this->end_completing(future_state::normal);
+            return {};
+        }
+        else if constexpr (Kind == async_kind::schedule)
+        {
+            if (!this->begin_completing())
+                return {}; // cancelled first
+            try
+            {
+                if constexpr (std::is_void_v<work_result>)
+                    invoke_body(work_, stop_, runner_stop);
+                else
+                    result_.value.emplace(invoke_body(work_, stop_, runner_stop));
+                this->end_completing(future_state::normal);
+                return {};
+            }
+            catch (...)
+            {
+                error_ = std::current_exception();
+                this->end_completing(future_state::exceptional);
+                return {error_};
+            }
+        }
+        else if constexpr (tick_is_bound<Work>)
+        {
+            // The tick runs on its own executor; the node comes back when it has. Meanwhile the
+            // I/O context need not wait for it (see scheduler_service).
+            this->set_owner(nullptr); // the pool may be gone by then: see owner_link
+            scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
+            const auto ex = boost::asio::get_associated_executor(work_);
+            scheduler_service<Clock>::post_to(
+                boost::asio::query(ex, boost::asio::execution::context), counted,
+                [&] { boost::asio::post(ex, bound_tick{this}); });
+            if (counted)
+                counted->finished(); // after the post: the context outlives it
+            return {nullptr, true};
+        }
+        else
+            return {tick(runner_stop)};
+    }
+
+    time_point next_due(time_point ended) const noexcept override
+    {
+        if constexpr (Kind == async_kind::periodic)
+            return next_periodic_due(this->kind(), this->due_time(), ended, period_);
+        else
+            return time_point::max();
+    }
+
+    void fail(std::exception_ptr e) noexcept override
+    {
+        if (this->begin_completing())
+        {
+            error_ = std::move(e);
+            this->end_completing(future_state::exceptional);
+        }
+    }
+
+private:
+    using handler_allocator = boost::asio::associated_allocator_t<Handler>;
+
+    // The node on its way to the handler's executor; destroyed unrun (its executor's context is
+    // gone), it destroys the handler without invoking it, as Asio does.
+    class completion
+    {
+    public:
+        // The handler's allocator, or the recycler by default.
+        using allocator_type = decltype(node_allocator(std::declval<handler_allocator>()));
+
+        explicit completion(async_task* t) noexcept
+            : t_(t), alloc_(node_allocator(boost::asio::get_associated_allocator(t->handler_)))
+        {}
+        completion(completion&& other) noexcept
+            : t_(std::exchange(other.t_, nullptr)), alloc_(other.alloc_)
+        {}
+        completion& operator=(completion&&) = delete;
+        ~completion()
+        {
+            if (t_)
+                t_->abandon();
+        }
+
+        allocator_type get_allocator() const noexcept { return alloc_; }
+
+        void operator()() { std::exchange(t_, nullptr)->complete(); }
+
+    private:
+        async_task* t_;
+        allocator_type alloc_;
+    };
+
+    // A bound tick on its way to its executor, with the runner's reference.
+    class bound_tick
+    {
+    public:
+        explicit bound_tick(async_task* t) noexcept : t_(t) {}
+        bound_tick(bound_tick&& other) noexcept : t_(std::exchange(other.t_, nullptr)) {}
+        bound_tick& operator=(bound_tick&&) = delete;
+        ~bound_tick()
+        {
+            if (t_) // never ran: its executor's context is going
+            {
+                t_->tick_work_.reset(); // while that context can still take it
+                t_->cancel(false);
+                t_->link_->finish_run(*std::exchange(t_, nullptr), nullptr);
+            }
+        }
+
+        void operator()()
+        {
+            async_task* t = std::exchange(t_, nullptr);
+            t->counted_ = true;
+            t->service_->started();
+            std::exception_ptr e = t->tick(std::stop_token());
+            t->link_->finish_run(*t, std::move(e));
+        }
+
+    private:
+        async_task* t_;
+    };
+
+    // Installed in the handler's slot; may run on any thread. The slot may drop it before the
+    // operation completes (its signal is reused): the operation then has no slot to clear.
+    class cancellation_handler
+    {
+    public:
+        explicit cancellation_handler(async_task* t) noexcept : t_(t) {}
+        cancellation_handler(const cancellation_handler&) = delete;
+        cancellation_handler& operator=(const cancellation_handler&) = delete;
+        ~cancellation_handler() { t_->slot_ = {}; }
+
+        void operator()(boost::asio::cancellation_type type) const noexcept { t_->on_cancel(type); }
+
+    private:
+        async_task* t_;
+    };
+
+    template <class H, class W>
+    async_task(basic_scheduled_thread_pool<Clock>& pool,
+               const IoExecutor& io,
+               H&& handler,
+               W&& work,
+               const allocator_type& alloc,
+               const options& opts)
+        : task<Clock>(opts.kind, 2, &pool_access::owner(pool)), // the runner's and start()'s
+          work_(std::forward<W>(work)), handler_(std::forward<H>(handler)),
+          handler_work_(handler_, io), alloc_(alloc), held_(opts.held)
+    {
+        if constexpr (Kind == async_kind::periodic)
+        {
+            period_ = opts.period;
+            if constexpr (tick_is_bound<Work>)
+            {
+                link_ = pool_access::link(pool);
+                tick_work_.emplace(
+                    boost::asio::prefer(boost::asio::get_associated_executor(work_),
+                                        boost::asio::execution::outstanding_work.tracked));
+            }
+        }
+    }
+
+    void connect_slot()
+    {
+        boost::asio::cancellation_slot slot =
+            boost::asio::get_associated_cancellation_slot(handler_);
+        if (slot.is_connected())
+        {
+            slot.template emplace<cancellation_handler>(this);
+            slot_ = slot;
+        }
+    }
+
+    void on_cancel(boost::asio::cancellation_type type) noexcept
+    {
+        using boost::asio::cancellation_type;
+        const bool terminal = (type & cancellation_type::terminal) != cancellation_type::none;
+        const bool partial = (type & cancellation_type::partial) != cancellation_type::none;
+        const bool total = (type & cancellation_type::total) != cancellation_type::none;
+        if (!terminal && !partial && !total)
+            return;
+        // Once a periodic operation has ticked, it has had effects: total cancellation (none
+        // allowed) no longer applies.
+        if constexpr (Kind == async_kind::periodic)
+        {
+            if (!terminal && !partial && ticks_.load(std::memory_order_relaxed) != 0)
+                return;
+        }
+        if (!this->cancel(false) && terminal)
+            stop_running(); // it is running: a work that takes a std::stop_token is asked to stop
+    }
+
+    void stop_running() noexcept
+    {
+        if constexpr (takes_stop_token<Work>)
+            stop_.request_stop();
+    }
+
+    void request_stop() noexcept override { stop_running(); }
+
+    // One periodic run; returns what the tick threw (the operation then ends with it).
+    std::exception_ptr tick(const std::stop_token& runner_stop) noexcept
+    {
+        try
+        {
+            invoke_body(work_, stop_, runner_stop);
+            ticks_.fetch_add(1, std::memory_order_relaxed);
+            return nullptr;
+        }
+        catch (...)
+        {
+            ticks_.fetch_add(1, std::memory_order_relaxed); // it ran, and failed
+            std::exception_ptr e = std::current_exception();
+            fail(e);
+            return e;
+        }
+    }
+
+    // Runner only, once: the outcome is settled (or the node never got queued).
+    void destroy_body() noexcept override
+    {
+        if (this->state() == future_state::pending)
+            return; // queueing failed: the initiating function throws instead
+        if (held_)
+            post_completion(); // with a reference of its own
+        else
+            completion_due_ = true; // posted when the runner lets go: see destroy()
+    }
+
+    void post_completion() noexcept
+    {
+        if (held_)
+            this->add_ref();
+        // Once posted, the node may be freed on another thread at any moment.
+        scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
+        try
+        {
+            if (handler_work_.on_io())
+                handler_work_.post(completion(this));
+            else
+            {
+                scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
+                                                  [&] { handler_work_.post(completion(this)); });
+            }
+        }
+        catch (...) // out of memory: the completion destroyed the handler unrun
+        {}
+        if (counted)
+            counted->finished(); // the context has it now
+    }
+
+    void uncount() noexcept
+    {
+        if (std::exchange(counted_, false))
+            service_->finished();
+    }
+
+    void destroy() noexcept override
+    {
+        if (std::exchange(completion_due_, false))
+            post_completion();
+        else
+            destroy_self();
+    }
+
+    // On the handler's executor.
+    void complete()
+    {
+        clear_slot();
+        Handler handler(std::move(handler_));
+        auto args = outcome();
+        {
+            // Released before the handler runs, while this completion keeps its context
+            // running: a handler may let its owner destroy the I/O context at once (use_future's
+            // runs on this thread, whatever it is).
+            handler_work<Handler, IoExecutor> work(std::move(handler_work_));
+        }
+        let_go();
+        std::apply(std::move(handler), std::move(args));
+    }
+
+    void abandon() noexcept
+    {
+        clear_slot();
+        let_go();
+    }
+
+    void let_go() noexcept
+    {
+        if (held_)
+            this->release();
+        else
+            destroy_self();
+    }
+
+    void clear_slot() noexcept
+    {
+        boost::asio::cancellation_slot slot = slot_; // its handler's destructor resets slot_
+        if (slot.is_connected())
+            slot.clear();
+    }
+
+    void destroy_self() noexcept
+    {
+        clear_slot(); // an initiation that failed after connecting the slot
+        uncount();
+        allocator_type alloc(alloc_); // the handler may have gone
+        this->~async_task();
+        std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    }
+
+    // The handler's arguments.
+    auto outcome()
+    {
+        const future_state s = this->state();
+        if constexpr (Kind == async_kind::wait)
+        {
+            if (s == future_state::normal)
+                return std::tuple<boost::system::error_code>();
+            if (s == future_state::exceptional) // rejected input
+                return std::tuple<boost::system::error_code>(code_of(error_));
+            return std::tuple<boost::system::error_code>(abort_code(this->shut_down()));
+        }
+        else
+        {
+            std::exception_ptr e;
+            if (s == future_state::exceptional)
+                e = std::move(error_);
+            else if (s != future_state::normal)
+                e = std::make_exception_ptr(
+                    boost::system::system_error(abort_code(this->shut_down())));
+            if constexpr (Kind == async_kind::periodic)
+                return std::tuple<std::exception_ptr, std::size_t>(std::move(e), ticks_.load());
+            else if constexpr (std::is_void_v<work_result>)
+                return std::tuple<std::exception_ptr>(std::move(e));
+            else if (result_.value)
+                return std::tuple<std::exception_ptr, work_result>(std::move(e),
+                                                                   std::move(*result_.value));
+            else
+                return std::tuple<std::exception_ptr, work_result>(std::move(e), work_result());
+        }
+    }
+
+    [[no_unique_address]] Work work_;
+    Handler handler_;
+    handler_work<Handler, IoExecutor> handler_work_;
+    boost::asio::cancellation_slot slot_;
+    [[no_unique_address]] stop_source_for<Work> stop_;
+    [[no_unique_address]] result_holder<Kind, work_result> result_;
+    std::exception_ptr error_;
+    std::conditional_t<Kind == async_kind::periodic, duration, no_work> period_{};
+    std::conditional_t<Kind == async_kind::periodic, std::atomic<std::size_t>, no_work> ticks_{};
+    std::conditional_t<Kind == async_kind::periodic && tick_is_bound<Work>,
+                       std::shared_ptr<owner_link<Clock>>,
+                       no_work>
+        link_{};
+    // Outstanding work on a bound tick's executor, until the operation ends.
+    typename tick_work<Work, Kind == async_kind::periodic && tick_is_bound<Work>>::type
+        tick_work_{};
+    scheduler_service<Clock>* service_ = nullptr;
+    [[no_unique_address]] allocator_type alloc_;
+    const bool held_;
+    bool completion_due_ = false; // runner, then the last reference
+    bool counted_ = false;        // in service_'s count of operations that may post
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_ASYNC_TASK_HPP

@@ -1,0 +1,230 @@
+#ifndef SCHED_DETAIL_TIMEOUT_TASK_HPP
+#define SCHED_DETAIL_TIMEOUT_TASK_HPP
+
+#include <sched/detail/pool_access.hpp>
+#include <sched/detail/recycler.hpp>
+#include <sched/detail/scheduler_service.hpp>
+#include <sched/detail/task.hpp>
+
+#include <boost/asio/associated_allocator.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/smart_ptr/intrusive_ptr.hpp>
+
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+namespace sched::detail {
+
+// The timeout of one wrapped operation (cancel_after, cancel_at): a queue node that, when due,
+// emits cancellation on the signal the wrapped operation's slot is connected to. The emission
+// runs through the wrapped handler's executor, where Asio expects it, and never after the
+// operation has completed (a mutex orders the two).
+template <class Clock, class HandlerExecutor, class Allocator>
+class timeout_task final : public task<Clock>
+{
+public:
+    using allocator_type =
+        typename std::allocator_traits<Allocator>::template rebind_alloc<timeout_task>;
+
+    // Two references: the queue's (the runner's) and the wrapping handler's.
+    static timeout_task* create(basic_scheduled_thread_pool<Clock>& pool,
+                                const HandlerExecutor& ex,
+                                const Allocator& alloc,
+                                boost::asio::cancellation_type type)
+    {
+        allocator_type a(alloc);
+        timeout_task* t = std::allocator_traits<allocator_type>::allocate(a, 1);
+        ::new (static_cast<void*>(t)) timeout_task(pool, ex, a, type);
+        return t;
+    }
+
+    boost::asio::cancellation_slot slot() noexcept { return signal_.slot(); }
+
+    // Queues the timeout: the runner's reference goes to the pool. If the operation completed
+    // meanwhile, the timeout leaves the queue at once. The caller holds a reference.
+    void start(basic_scheduled_thread_pool<Clock>& pool, typename Clock::time_point due)
+    {
+        pool_access::queue(pool, *this, due);
+        if (this->state() != future_state::pending)
+            pool_access::withdraw(pool, *this);
+    }
+
+    // Emits cancellation now, unless the operation has completed (from the outer slot).
+    void emit(boost::asio::cancellation_type type) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        if (!done_)
+            signal_.emit(type);
+    }
+
+    // The operation completed (or was abandoned): no emission from now on; the timeout leaves
+    // the queue.
+    void finish() noexcept
+    {
+        {
+            std::lock_guard lock(mutex_);
+            done_ = true;
+        }
+        this->cancel(false);
+    }
+
+    bool completes_handler() const noexcept override { return true; }
+
+    run_outcome run(std::stop_token) noexcept override
+    {
+        if (this->begin_completing())
+        {
+            this->end_completing(future_state::normal);
+            try
+            {
+                scheduler_service<Clock>::post_to(
+                    boost::asio::query(executor_, boost::asio::execution::context), nullptr, [&] {
+                        boost::asio::post(executor_,
+                                          emission{boost::intrusive_ptr<timeout_task>(this)});
+                    });
+            }
+            catch (...) // out of memory: the operation goes on without its timeout
+            {}
+        }
+        return {};
+    }
+
+    typename Clock::time_point next_due(typename Clock::time_point) const noexcept override
+    {
+        return Clock::time_point::max();
+    }
+
+    void fail(std::exception_ptr) noexcept override {}
+
+private:
+    struct emission
+    {
+        boost::intrusive_ptr<timeout_task> t;
+        void operator()() const noexcept { t->emit(t->type_); }
+    };
+
+    timeout_task(basic_scheduled_thread_pool<Clock>& pool,
+                 const HandlerExecutor& ex,
+                 const allocator_type& alloc,
+                 boost::asio::cancellation_type type)
+        : task<Clock>(period_kind::one_shot, 2, &pool_access::owner(pool)), executor_(ex),
+          alloc_(alloc), type_(type)
+    {}
+
+    void destroy_body() noexcept override {}
+
+    void destroy() noexcept override
+    {
+        allocator_type alloc(alloc_);
+        this->~timeout_task();
+        std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
+    }
+
+    HandlerExecutor executor_;
+    allocator_type alloc_;
+    const boost::asio::cancellation_type type_;
+    std::mutex mutex_;
+    bool done_ = false; // guarded by mutex_
+    boost::asio::cancellation_signal signal_;
+};
+
+// Forwards cancellation emitted on the wrapped handler's own slot to the operation.
+template <class Timeout>
+struct outer_cancellation
+{
+    Timeout* t;
+    void operator()(boost::asio::cancellation_type type) const noexcept { t->emit(type); }
+};
+
+// The handler given to the wrapped operation: the user's handler, whose executor and allocator
+// it keeps, with the timeout's cancellation slot.
+template <class Handler, class Timeout>
+class timeout_handler
+{
+public:
+    using cancellation_slot_type = boost::asio::cancellation_slot;
+
+    timeout_handler(Handler handler, Timeout* timeout) noexcept
+        : handler_(std::move(handler)), timeout_(timeout, false)
+    {
+        boost::asio::cancellation_slot outer =
+            boost::asio::get_associated_cancellation_slot(handler_);
+        if (outer.is_connected())
+        {
+            outer.template emplace<outer_cancellation<Timeout>>(
+                outer_cancellation<Timeout>{timeout});
+            outer_ = outer;
+        }
+    }
+
+    timeout_handler(timeout_handler&&) noexcept = default;
+    timeout_handler& operator=(timeout_handler&&) = delete;
+
+    ~timeout_handler() { let_go(); }
+
+    cancellation_slot_type get_cancellation_slot() const noexcept { return timeout_->slot(); }
+
+    const Handler& handler() const noexcept { return handler_; }
+
+    template <class... Args>
+    void operator()(Args&&... args)
+    {
+        let_go();
+        std::move(handler_)(std::forward<Args>(args)...);
+    }
+
+private:
+    void let_go() noexcept
+    {
+        if (timeout_)
+        {
+            timeout_->finish();
+            if (outer_.is_connected())
+                outer_.clear();
+            timeout_.reset();
+        }
+    }
+
+    Handler handler_;
+    boost::intrusive_ptr<Timeout> timeout_;
+    boost::asio::cancellation_slot outer_;
+};
+
+} // namespace sched::detail
+
+namespace boost::asio {
+
+// The wrapped handler's executor and allocator are the user handler's.
+template <template <class, class> class Associator,
+          class Handler,
+          class Timeout,
+          class DefaultCandidate>
+struct associator<Associator, sched::detail::timeout_handler<Handler, Timeout>, DefaultCandidate>
+    : Associator<Handler, DefaultCandidate>
+{
+    static typename Associator<Handler, DefaultCandidate>::type
+    get(const sched::detail::timeout_handler<Handler, Timeout>& h) noexcept
+    {
+        return Associator<Handler, DefaultCandidate>::get(h.handler());
+    }
+
+    static auto get(const sched::detail::timeout_handler<Handler, Timeout>& h,
+                    const DefaultCandidate& c) noexcept
+        -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler(), c))
+    {
+        return Associator<Handler, DefaultCandidate>::get(h.handler(), c);
+    }
+};
+
+} // namespace boost::asio
+
+#endif // SCHED_DETAIL_TIMEOUT_TASK_HPP

@@ -1,0 +1,376 @@
+#ifndef SCHED_SCHEDULER_HPP
+#define SCHED_SCHEDULER_HPP
+
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <sched/detail/async_task.hpp>
+#include <sched/detail/scheduler_service.hpp>
+#include <sched/detail/time.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <exception>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace sched {
+namespace detail {
+
+template <class R>
+struct schedule_signature
+{
+    using type = void(std::exception_ptr, R);
+};
+
+template <>
+struct schedule_signature<void>
+{
+    using type = void(std::exception_ptr);
+};
+
+} // namespace detail
+
+template <class Clock, class Executor>
+class basic_deadline;
+
+/// The completion signature of async_schedule() for work returning @p R: `void(std::exception_ptr,
+/// R)`, or `void(std::exception_ptr)` for void, as co_spawn's.
+template <class R>
+using schedule_signature_t = typename detail::schedule_signature<R>::type;
+
+/// The completion signature of the periodic operations: why it ended, and how many ticks ran.
+using periodic_signature = void(std::exception_ptr, std::size_t);
+
+/// An Asio I/O object that runs work and waits on a basic_scheduled_thread_pool and completes
+/// through Asio's completion tokens: callbacks, futures, coroutines, deferred operations...
+/**
+ * Each operation is one queue entry in the pool, removed in O(log n) when it is cancelled. The
+ * work runs on a pool worker; the completion handler runs through its associated executor,
+ * which is the scheduler's executor unless the handler names another: with an io_context's
+ * executor, work runs on the pool and completions come back to the io_context.
+ *
+ * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
+ * the initiating function or a cancellation emit; it runs through its associated executor, on
+ * which (and on the scheduler's executor) outstanding work is counted until then; the
+ * operation's memory comes from the handler's associated allocator (a recycling allocator by
+ * default) and is freed before the handler runs; handlers may be move-only.
+ *
+ * Per-operation cancellation (the handler's associated cancellation slot) accepts terminal,
+ * partial and total cancellation before the work runs: the operation leaves the queue and
+ * completes with `operation_aborted`. Work that has started is not interrupted, unless it takes a
+ * std::stop_token: terminal cancellation then requests stop. A cancellation that does not
+ * prevent the run changes nothing: the operation completes with the work's outcome.
+ *
+ * When the pool shuts down, pending operations complete with sched::error::shutdown (or run, as
+ * its after-shutdown policies say); operations started on a shut-down pool complete with it at
+ * once. Both are reported as a boost::system::system_error in the exception_ptr of
+ * async_schedule() and the periodic operations.
+ *
+ * The pool must outlive the scheduler and its pending operations' initiation, the I/O context
+ * must outlive... nothing: pending operations of a destroyed pool complete with the shutdown
+ * error; handlers whose executor's context is gone are destroyed unrun, as in Asio.
+ *
+ * @tparam Clock The pool's clock (sched::manual_clock in tests).
+ * @tparam Executor The I/O executor: the default completion executor.
+ *
+ * @par Thread safety
+ * Distinct objects: Safe. Shared objects: Safe (operations may start from any thread).
+ */
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class basic_scheduler
+{
+public:
+    using clock_type = Clock;
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+    using executor_type = Executor;
+    using pool_type = basic_scheduled_thread_pool<Clock>;
+
+    /// The scheduler type when rebound to another executor.
+    template <class Executor1>
+    struct rebind_executor
+    {
+        using other = basic_scheduler<Clock, Executor1>;
+    };
+
+    /// Completes through @p ex by default; runs work on @p pool.
+    basic_scheduler(const executor_type& ex, pool_type& pool)
+        : executor_(ex), pool_(&pool), service_(&service_for(executor_, pool))
+    {}
+
+    /// Completes through @p context's executor by default; runs work on @p pool.
+    template <class ExecutionContext>
+    requires std::convertible_to<ExecutionContext&, boost::asio::execution_context&>
+    basic_scheduler(ExecutionContext& context, pool_type& pool)
+        : basic_scheduler(context.get_executor(), pool)
+    {}
+
+    /// Moves from a scheduler with another executor type.
+    template <class Executor1>
+    requires std::constructible_from<Executor, const Executor1&>
+    basic_scheduler(basic_scheduler<Clock, Executor1>&& other)
+        : basic_scheduler(executor_type(other.get_executor()), other.pool())
+    {}
+
+    basic_scheduler(const basic_scheduler&) = default;
+    basic_scheduler(basic_scheduler&&) noexcept = default;
+    basic_scheduler& operator=(const basic_scheduler&) = default;
+    basic_scheduler& operator=(basic_scheduler&&) noexcept = default;
+
+    /// The I/O executor: handlers without an executor of their own complete through it.
+    executor_type get_executor() const noexcept { return executor_; }
+
+    /// The pool the work runs on.
+    pool_type& pool() const noexcept { return *pool_; }
+
+    /// Runs @p work on a pool worker @p delay from now; completes with what it returned or threw.
+    /**
+     * Completion signature schedule_signature_t<R>: `void(std::exception_ptr, R)` for work
+     * returning R, `void(std::exception_ptr)` for void work. The exception_ptr holds what the
+     * work threw, unchanged; a boost::system::system_error carrying `operation_aborted`
+     * (cancelled) or sched::error::shutdown (the pool shut down) if it did not run; and
+     * std::invalid_argument for an empty @p work, which is not scheduled. R must be default
+     * constructible: the value that comes with an exception.
+     */
+    template <class Work,
+              class Rep,
+              class Period,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::task_body<Work>
+    auto async_schedule(std::chrono::duration<Rep, Period> delay,
+                        Work&& work,
+                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_schedule(due_or_error(delay), std::forward<Work>(work),
+                                 std::forward<Token>(token));
+    }
+
+    /// Runs @p work on a pool worker when the clock reaches @p due. @copydetails async_schedule
+    template <class Work, class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::task_body<Work>
+    auto async_schedule(time_point due,
+                        Work&& work,
+                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_schedule(checked_due{{.at = due}, nullptr}, std::forward<Work>(work),
+                                 std::forward<Token>(token));
+    }
+
+    /// Waits until @p delay from now: a timer that costs one queue entry and no timer object.
+    /**
+     * Completion signature `void(boost::system::error_code)`: success when due;
+     * `operation_aborted` if cancelled; sched::error::shutdown if the pool shut down;
+     * `invalid_argument` for a NaN delay.
+     */
+    template <class Rep,
+              class Period,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_wait(std::chrono::duration<Rep, Period> delay,
+                    Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_wait(due_or_error(delay), std::forward<Token>(token));
+    }
+
+    /// Waits until the clock reaches @p due. @copydetails async_wait
+    template <class Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_wait(time_point due,
+                    Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_wait(checked_due{{.at = due}, nullptr}, std::forward<Token>(token));
+    }
+
+    /// Runs @p tick first @p initial_delay from now, then every @p period on a fixed grid (the
+    /// k-th run due at first + k·period); completes once, when the operation ends.
+    /**
+     * @p tick runs on a pool worker, or through the executor it is bound to with
+     * boost::asio::bind_executor (a connection's strand, say); it never runs concurrently with
+     * itself. Completion signature periodic_signature, `void(std::exception_ptr, std::size_t)`:
+     * why it ended — a system_error with `operation_aborted` (cancelled) or
+     * sched::error::shutdown, or what the tick threw, which ends it — and how many ticks ran.
+     * A period that is not positive, or an empty @p tick, completes with std::invalid_argument
+     * and 0 ticks without scheduling anything.
+     *
+     * Terminal and partial cancellation end the operation after any running tick; total
+     * cancellation only before the first tick.
+     */
+    template <class Tick,
+              class Rep1,
+              class Period1,
+              class Rep2,
+              class Period2,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::task_body<Tick>
+    auto async_schedule_at_fixed_rate(
+        std::chrono::duration<Rep1, Period1> initial_delay,
+        std::chrono::duration<Rep2, Period2> period,
+        Tick&& tick,
+        Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_periodic(detail::period_kind::fixed_rate, due_or_error(initial_delay),
+                                 period, std::forward<Tick>(tick), std::forward<Token>(token));
+    }
+
+    /// Runs @p tick first @p initial_delay from now, then again @p delay after each tick ends.
+    /** @copydetails async_schedule_at_fixed_rate */
+    template <class Tick,
+              class Rep1,
+              class Period1,
+              class Rep2,
+              class Period2,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::task_body<Tick>
+    auto async_schedule_with_fixed_delay(
+        std::chrono::duration<Rep1, Period1> initial_delay,
+        std::chrono::duration<Rep2, Period2> delay,
+        Tick&& tick,
+        Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return initiate_periodic(detail::period_kind::fixed_delay, due_or_error(initial_delay),
+                                 delay, std::forward<Tick>(tick), std::forward<Token>(token));
+    }
+
+private:
+    template <class C, class E>
+    friend class basic_deadline;
+
+    detail::scheduler_service<Clock>& service() const noexcept { return *service_; }
+
+    static detail::scheduler_service<Clock>& service_for(const executor_type& ex, pool_type& pool)
+    {
+        auto& service = boost::asio::use_service<detail::scheduler_service<Clock>>(
+            boost::asio::query(ex, boost::asio::execution::context));
+        service.attach(pool);
+        return service;
+    }
+
+    // A due time, or why the input was rejected.
+    struct checked_due
+    {
+        detail::due_spec<Clock> due;
+        std::exception_ptr error;
+    };
+
+    // A delay counts from the initiation: a deferred operation's from when it is launched.
+    template <class Rep, class Period>
+    static checked_due due_or_error(std::chrono::duration<Rep, Period> delay) noexcept
+    {
+        if constexpr (std::is_floating_point_v<Rep>)
+        {
+            if (delay != delay)
+            {
+                return {
+                    {},
+                    std::make_exception_ptr(std::invalid_argument("scheduler: a delay is NaN"))};
+            }
+        }
+        return {{.after = detail::saturating_cast<duration>(delay), .relative = true}, nullptr};
+    }
+
+    template <class Work>
+    static std::exception_ptr empty_work_error(const Work& work) noexcept
+    {
+        if constexpr (requires { static_cast<bool>(work); })
+        {
+            if (!static_cast<bool>(work))
+            {
+                return std::make_exception_ptr(
+                    std::invalid_argument("scheduler: empty work or tick"));
+            }
+        }
+        return nullptr;
+    }
+
+    template <detail::async_kind Kind, class Work>
+    struct initiation
+    {
+        using executor_type = Executor;
+
+        basic_scheduler* self;
+
+        // The default completion executor, for tokens that ask (experimental::use_promise).
+        executor_type get_executor() const noexcept { return self->executor_; }
+
+        template <class Handler, class W>
+        void operator()(Handler&& handler,
+                        W&& work,
+                        checked_due due,
+                        typename Clock::duration period,
+                        detail::period_kind kind) const
+        {
+            using task =
+                detail::async_task<Clock, Kind, Work, std::decay_t<Handler>, executor_type>;
+            typename task::options opts;
+            opts.kind = kind;
+            opts.period = period;
+            opts.rejected_input = due.error;
+            task::start(*self->pool_, *self->service_, self->executor_,
+                        std::forward<Handler>(handler), std::forward<W>(work), due.due.resolve(),
+                        std::move(opts));
+        }
+    };
+
+    template <class Token>
+    auto initiate_wait(checked_due due, Token&& token)
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+            initiation<detail::async_kind::wait, detail::no_work>{this}, token, detail::no_work{},
+            due, duration::zero(), detail::period_kind::one_shot);
+    }
+
+    template <class Work, class Token>
+    auto initiate_schedule(checked_due due, Work&& work, Token&& token)
+    {
+        using result = detail::task_result_t<Work>;
+        static_assert(std::is_void_v<result> || std::is_default_constructible_v<result>,
+                      "async_schedule: the work's result must be default constructible");
+        if (!due.error)
+            due.error = empty_work_error(work);
+        return boost::asio::async_initiate<Token, schedule_signature_t<result>>(
+            initiation<detail::async_kind::schedule, std::decay_t<Work>>{this}, token,
+            std::forward<Work>(work), due, duration::zero(), detail::period_kind::one_shot);
+    }
+
+    template <class Tick, class Rep, class Period, class Token>
+    auto initiate_periodic(detail::period_kind kind,
+                           checked_due due,
+                           std::chrono::duration<Rep, Period> period,
+                           Tick&& tick,
+                           Token&& token)
+    {
+        static_assert(std::is_void_v<detail::task_result_t<Tick>>, "a periodic tick returns void");
+        if (!due.error && !(period > std::chrono::duration<Rep, Period>::zero()))
+        {
+            due.error = std::make_exception_ptr(
+                std::invalid_argument("scheduler: period must be positive"));
+        }
+        if (!due.error)
+            due.error = empty_work_error(tick);
+        // At least one tick of the clock: a period below its resolution must still move forward.
+        const duration checked =
+            due.error ? duration::zero()
+                      : std::max(detail::saturating_cast<duration>(period), duration(1));
+        return boost::asio::async_initiate<Token, periodic_signature>(
+            initiation<detail::async_kind::periodic, std::decay_t<Tick>>{this}, token,
+            std::forward<Tick>(tick), due, checked, kind);
+    }
+
+    executor_type executor_;
+    pool_type* pool_;
+    detail::scheduler_service<Clock>* service_;
+};
+
+/// The scheduler on std::chrono::steady_clock with a polymorphic I/O executor.
+using scheduler = basic_scheduler<>;
+
+} // namespace sched
+
+#endif // SCHED_SCHEDULER_HPP

@@ -1,0 +1,148 @@
+#include <sched/deadline.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <optional>
+
+#include "support/io_fixture.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+
+namespace {
+
+using manual_deadline = sched::basic_deadline<manual_clock>;
+using error_code = boost::system::error_code;
+
+struct deadline_fixture : sched::test::io_fixture
+{
+    manual_deadline deadline{io, pool};
+    std::optional<error_code> result;
+
+    auto on_expiry()
+    {
+        return [this](error_code ec) {
+            result = ec;
+        };
+    }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_deadline)
+
+BOOST_FIXTURE_TEST_CASE(an_unarmed_deadline_keeps_its_expiry_for_the_next_wait, deadline_fixture)
+{
+    BOOST_TEST(!deadline.armed());
+    BOOST_TEST(deadline.expiry() == manual_clock::time_point::max());
+    BOOST_TEST(!deadline.expires_after(2s)); // nothing armed to move
+    BOOST_TEST(deadline.expiry() == at(2s));
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.armed());
+    manual_clock::advance(2s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(!deadline.armed());
+}
+
+BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_moves_it_in_place, deadline_fixture)
+{
+    deadline.expires_after(2s);
+    deadline.async_wait(on_expiry());
+    for (int i = 1; i <= 5; ++i)
+    {
+        manual_clock::advance(1s);
+        BOOST_TEST(deadline.expires_after(2s)); // moved, no handler invoked
+        BOOST_TEST(pool.queue().size() == 1u);  // the same entry, not a new one
+        BOOST_TEST(pool.queue().peek()->due_time() == at(i * 1s + 2s));
+    }
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(!result);
+    manual_clock::advance(2s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(manual_clock::now() == at(7s));
+}
+
+BOOST_FIXTURE_TEST_CASE(pulling_an_armed_deadline_in_fires_it_earlier, deadline_fixture)
+{
+    deadline.expires_after(1h);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_at(at(5s)));
+    manual_clock::advance(5s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_FIXTURE_TEST_CASE(after_it_fired_expires_after_reports_false, deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST(!deadline.expires_after(1s)); // it had already fired
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(cancel_returns_true_exactly_when_it_prevented_the_expiry, deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.cancel());
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(!deadline.cancel());
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+
+    result.reset();
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    manual_clock::advance(1s);
+    complete_one(); // fired
+    BOOST_TEST(!deadline.cancel());
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_second_wait_while_armed_completes_with_already_started, deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    std::optional<error_code> second;
+    deadline.async_wait([&](error_code ec) { second = ec; });
+    complete_one();
+    BOOST_TEST((second && *second == boost::asio::error::already_started));
+    BOOST_TEST(deadline.armed()); // the first is untouched
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_FIXTURE_TEST_CASE(the_cancellation_slot_cancels_the_wait, deadline_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    deadline.expires_after(1s);
+    deadline.async_wait(boost::asio::bind_cancellation_slot(signal.slot(), on_expiry()));
+    signal.emit(boost::asio::cancellation_type::total);
+    BOOST_TEST(!deadline.armed());
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+BOOST_FIXTURE_TEST_CASE(destroying_or_moving_over_a_deadline_cancels_its_wait, deadline_fixture)
+{
+    {
+        manual_deadline doomed(io, pool);
+        doomed.expires_after(1s);
+        doomed.async_wait(on_expiry());
+        manual_deadline moved(std::move(doomed)); // the wait goes with it
+        BOOST_TEST(moved.armed());
+        BOOST_TEST(!doomed.armed());
+    }
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,403 @@
+#include <sched/scheduler.hpp>
+
+#include <boost/asio/bind_allocator.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+
+#include "support/counting_allocator.hpp"
+#include "support/io_fixture.hpp"
+#include "support/wait.hpp"
+
+using namespace std::chrono_literals;
+using boost::asio::cancellation_type;
+using sched::manual_clock;
+using sched::test::code_in;
+using sched::test::custom_error;
+using sched::test::eventually;
+using sched::test::manual_pool;
+using sched::test::manual_scheduler;
+
+namespace {
+
+using error_code = boost::system::error_code;
+
+using sched::test::scheduler_fixture;
+
+} // namespace
+
+BOOST_TEST_DONT_PRINT_LOG_VALUE(boost::asio::cancellation_type)
+
+BOOST_AUTO_TEST_SUITE(test_scheduler)
+
+BOOST_FIXTURE_TEST_CASE(async_wait_completes_on_the_io_context_when_due, scheduler_fixture)
+{
+    std::optional<error_code> result;
+    std::thread::id ran_on;
+    scheduler.async_wait(10s, [&](error_code ec) {
+        result = ec;
+        ran_on = std::this_thread::get_id();
+    });
+    manual_clock::advance(9s);
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(!io.stopped()); // the pending wait counts as outstanding work
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_REQUIRE(result);
+    BOOST_TEST(!*result);
+    BOOST_TEST((ran_on == std::this_thread::get_id()));
+}
+
+BOOST_FIXTURE_TEST_CASE(async_wait_at_a_time_point, scheduler_fixture)
+{
+    std::optional<error_code> result;
+    scheduler.async_wait(at(3s), [&](error_code ec) { result = ec; });
+    manual_clock::advance_to(at(3s));
+    complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_FIXTURE_TEST_CASE(io_context_run_returns_only_after_the_pending_operation, scheduler_fixture)
+{
+    std::atomic<bool> completed{false};
+    scheduler.async_wait(1s, [&](error_code) { completed = true; });
+    std::thread runner([&] { io.run(); });
+    manual_clock::advance(1s);
+    runner.join(); // run() returned: only after the handler ran
+    BOOST_TEST(completed.load());
+}
+
+BOOST_FIXTURE_TEST_CASE(async_schedule_runs_work_on_the_pool_and_completes_with_its_value,
+                        scheduler_fixture)
+{
+    std::optional<int> value;
+    std::exception_ptr error;
+    std::thread::id work_thread;
+    scheduler.async_schedule(
+        5s,
+        [&] {
+            work_thread = std::this_thread::get_id();
+            return 42;
+        },
+        [&](std::exception_ptr e, int v) {
+            error = e;
+            value = v;
+        });
+    manual_clock::advance(5s);
+    complete_one();
+    BOOST_TEST(!error);
+    BOOST_TEST(value.value_or(0) == 42);
+    BOOST_TEST((work_thread != std::thread::id() && work_thread != std::this_thread::get_id()));
+}
+
+BOOST_FIXTURE_TEST_CASE(async_schedule_of_void_work, scheduler_fixture)
+{
+    bool ran = false;
+    std::optional<std::exception_ptr> error;
+    scheduler.async_schedule(
+        at(1s), [&] { ran = true; }, [&](std::exception_ptr e) { error = e; });
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST(ran);
+    BOOST_TEST((error && !*error));
+}
+
+BOOST_FIXTURE_TEST_CASE(the_works_exception_arrives_unchanged, scheduler_fixture)
+{
+    std::exception_ptr error;
+    int value = -1;
+    scheduler.async_schedule(
+        0s, []() -> int { throw custom_error(); },
+        [&](std::exception_ptr e, int v) {
+            error = e;
+            value = v;
+        });
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), custom_error);
+    BOOST_TEST(value == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_due_operation_still_completes_outside_the_initiating_function,
+                        scheduler_fixture)
+{
+    bool invoked = false;
+    scheduler.async_wait(-1s, [&](error_code) { invoked = true; });
+    BOOST_TEST(!invoked);
+    complete_one();
+    BOOST_TEST(invoked);
+}
+
+BOOST_FIXTURE_TEST_CASE(handlers_may_be_move_only, scheduler_fixture)
+{
+    auto owned = std::make_unique<int>(7);
+    int seen = 0;
+    scheduler.async_schedule(
+        0s, [p = std::make_unique<int>(5)] { return *p; },
+        [&seen, owned = std::move(owned)](std::exception_ptr, int v) { seen = v + *owned; });
+    complete_one();
+    BOOST_TEST(seen == 12);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_handler_runs_through_its_associated_executor, scheduler_fixture)
+{
+    boost::asio::io_context other;
+    std::thread::id ran_on;
+    scheduler.async_wait(0s, boost::asio::bind_executor(
+                                 other, [&](error_code) { ran_on = std::this_thread::get_id(); }));
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(!io.stopped());                // work is counted on the scheduler's executor too
+    std::thread runner([&] { other.run(); }); // returns once the handler has run
+    const std::thread::id runner_id = runner.get_id();
+    runner.join();
+    BOOST_TEST((ran_on == runner_id));
+    io.run(); // nothing left: the outstanding work was released
+    BOOST_TEST(io.stopped());
+}
+
+BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_before_it_runs,
+                        scheduler_fixture)
+{
+    sched::test::allocation_log log;
+    long live_in_handler = -1;
+    scheduler.async_schedule(
+        1s, [] { return std::string(100, 'x'); },
+        boost::asio::bind_allocator(
+            sched::test::counting_allocator<void>(log),
+            [&](std::exception_ptr, std::string) { live_in_handler = log.live(); }));
+    BOOST_TEST(log.allocations() >= 1);
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST(live_in_handler == 0);
+    BOOST_TEST(log.live() == 0);
+}
+
+BOOST_DATA_TEST_CASE_F(
+    scheduler_fixture,
+    every_cancellation_type_removes_a_pending_operation,
+    boost::unit_test::data::make({cancellation_type::terminal, cancellation_type::partial,
+                                  cancellation_type::total, cancellation_type::all}),
+    type)
+{
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    scheduler.async_wait(10s, boost::asio::bind_cancellation_slot(
+                                  signal.slot(), [&](error_code ec) { result = ec; }));
+    BOOST_TEST(pool.queue().size() == 1u);
+    signal.emit(type);
+    BOOST_TEST(pool.queue().size() == 0u); // out through its heap index, not left to expire
+    BOOST_TEST(!result);                   // never inside the emit
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_signal_reused_before_the_cancelled_completion_ran_still_cancels,
+                        scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> first;
+    std::optional<error_code> second;
+    scheduler.async_wait(30s, boost::asio::bind_cancellation_slot(
+                                  signal.slot(), [&](error_code ec) { first = ec; }));
+    signal.emit(cancellation_type::terminal);
+    // Cancel and re-arm: the new wait takes the signal before the first completion has run.
+    scheduler.async_wait(100ms, boost::asio::bind_cancellation_slot(
+                                    signal.slot(), [&](error_code ec) { second = ec; }));
+    complete_one(); // the first completion must leave the second wait's slot handler alone
+    BOOST_TEST((first && *first == boost::asio::error::operation_aborted));
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST((second && *second == boost::asio::error::operation_aborted));
+}
+
+BOOST_FIXTURE_TEST_CASE(an_emission_of_no_cancellation_type_changes_nothing, scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    scheduler.async_wait(1s, boost::asio::bind_cancellation_slot(
+                                 signal.slot(), [&](error_code ec) { result = ec; }));
+    signal.emit(cancellation_type::none);
+    BOOST_TEST(pool.queue().size() == 1u);
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_FIXTURE_TEST_CASE(cancelling_after_the_run_began_changes_nothing_one_winner,
+                        scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    std::latch started(1);
+    std::latch release(1);
+    std::optional<int> value;
+    std::exception_ptr error;
+    scheduler.async_schedule(
+        0s,
+        [&] {
+            started.count_down();
+            release.wait();
+            return 3;
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, int v) {
+            error = e;
+            value = v;
+        }));
+    started.wait();
+    signal.emit(cancellation_type::terminal); // too late: the work is running
+    release.count_down();
+    complete_one();
+    BOOST_TEST(!error);
+    BOOST_TEST(value.value_or(0) == 3);
+}
+
+BOOST_FIXTURE_TEST_CASE(terminal_cancellation_asks_running_stop_token_work_to_stop,
+                        scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    std::latch started(1);
+    std::optional<bool> stopped;
+    scheduler.async_schedule(
+        0s,
+        [&](std::stop_token stop) {
+            started.count_down();
+            return eventually([&] { return stop.stop_requested(); });
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, bool v) {
+            if (!e)
+                stopped = v;
+        }));
+    started.wait();
+    signal.emit(cancellation_type::partial); // not enough to interrupt
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(stopped.value_or(false)); // it ran to its end, which the stop request hastened
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancelled_async_schedule_reports_operation_aborted, scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    bool ran = false;
+    std::exception_ptr error;
+    scheduler.async_schedule(
+        1s, [&] { ran = true; },
+        boost::asio::bind_cancellation_slot(signal.slot(),
+                                            [&](std::exception_ptr e) { error = e; }));
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    manual_clock::advance(1s);
+    settle(pool);
+    BOOST_TEST(!ran);
+    BOOST_TEST(code_in(error) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(empty_work_or_nan_delay_completes_with_invalid_argument, scheduler_fixture)
+{
+    std::function<int()> empty;
+    std::exception_ptr error;
+    scheduler.async_schedule(1s, empty, [&](std::exception_ptr e, int) { error = e; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
+
+    std::optional<error_code> result;
+    scheduler.async_wait(std::chrono::duration<double>(std::nan("")),
+                         [&](error_code ec) { result = ec; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::invalid_argument));
+}
+
+BOOST_FIXTURE_TEST_CASE(operations_on_a_shut_down_pool_complete_with_the_shutdown_error,
+                        scheduler_fixture)
+{
+    pool.shutdown();
+    std::optional<error_code> result;
+    std::exception_ptr error;
+    scheduler.async_wait(1s, [&](error_code ec) { result = ec; });
+    scheduler.async_schedule(
+        1s, [] { return 1; }, [&](std::exception_ptr e, int) { error = e; });
+    BOOST_TEST(!result); // through the handler's executor, not inline
+    complete_one();
+    complete_one();
+    BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
+    BOOST_TEST(code_in(error) == make_error_code(sched::error::shutdown));
+}
+
+BOOST_FIXTURE_TEST_CASE(shutdown_now_completes_pending_operations_with_the_shutdown_error,
+                        scheduler_fixture)
+{
+    std::optional<error_code> result;
+    scheduler.async_wait(1h, [&](error_code ec) { result = ec; });
+    BOOST_TEST(pool.shutdown_now().empty()); // nothing handed back: the handler is told instead
+    complete_one();
+    BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
+}
+
+BOOST_FIXTURE_TEST_CASE(pending_operations_run_after_shutdown_as_the_policy_says, scheduler_fixture)
+{
+    std::optional<error_code> result;
+    scheduler.async_wait(1s, [&](error_code ec) { result = ec; });
+    pool.shutdown(); // execute_existing_delayed_tasks_after_shutdown is true by default
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_pool_completes_pending_operations)
+{
+    sched::test::manual_clock_fixture time;
+    boost::asio::io_context io;
+    std::optional<error_code> result;
+    std::exception_ptr error;
+    {
+        manual_pool pool(1);
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(1h, [&](error_code ec) { result = ec; });
+        scheduler.async_schedule(
+            1h, [] { return 1; }, [&](std::exception_ptr e, int) { error = e; });
+    }
+    io.run();
+    BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
+    BOOST_TEST(code_in(error) == make_error_code(sched::error::shutdown));
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handlers_unrun)
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    bool invoked = false;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(1h,
+                             [&invoked, alive = std::move(alive)](error_code) { invoked = true; });
+        scheduler.async_schedule(
+            0s, [] { return 1; }, [&](std::exception_ptr, int) { invoked = true; });
+        BOOST_TEST(pool.queue().size() >= 1u);
+    }                            // the io_context goes first, with operations pending
+    BOOST_TEST(watch.expired()); // the handler was destroyed with its context
+    BOOST_TEST(!invoked);
+    BOOST_TEST(pool.queue().size() == 0u);
+    manual_clock::advance(2h); // nothing left to fire into the dead context
+    sched::test::pool_fixture::settle(pool);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,222 @@
+#include <sched/scheduler.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "support/counter.hpp"
+#include "support/io_fixture.hpp"
+#include "support/wait.hpp"
+
+using namespace std::chrono_literals;
+using boost::asio::cancellation_type;
+using sched::manual_clock;
+using sched::test::code_in;
+using sched::test::counter;
+using sched::test::eventually;
+
+namespace {
+
+using error_code = boost::system::error_code;
+
+struct periodic_fixture : sched::test::scheduler_fixture
+{
+    std::optional<std::size_t> ticks_at_end;
+    std::exception_ptr why;
+
+    auto on_end()
+    {
+        return [this](std::exception_ptr e, std::size_t ticks) {
+            why = e;
+            ticks_at_end = ticks;
+        };
+    }
+};
+
+struct tick_failure : std::runtime_error
+{
+    tick_failure() : std::runtime_error("tick") {}
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_scheduler)
+
+BOOST_FIXTURE_TEST_CASE(fixed_rate_ticks_on_its_grid_until_cancelled, periodic_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    counter ticks;
+    std::vector<manual_clock::time_point> seen;
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 10s,
+        [&] {
+            seen.push_back(manual_clock::now());
+            ticks.increment();
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    for (int k = 0; k < 3; ++k)
+    {
+        manual_clock::advance_to(at(1s + k * 10s));
+        BOOST_TEST_REQUIRE(ticks.wait_for_at_least(k + 1));
+        BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; })); // re-queued
+    }
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 3u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(seen == (std::vector{at(1s), at(11s), at(21s)}));
+}
+
+BOOST_FIXTURE_TEST_CASE(fixed_delay_measures_from_the_end_of_each_tick, periodic_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    counter ticks;
+    scheduler.async_schedule_with_fixed_delay(
+        0s, 10s,
+        [&] {
+            manual_clock::advance(3s); // the tick takes 3 s
+            ticks.increment();
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(ticks.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    BOOST_TEST(pool.queue().peek()->due_time() == at(13s)); // 3 s run + 10 s delay
+    signal.emit(cancellation_type::partial);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_throwing_tick_ends_the_operation_with_its_exception, periodic_fixture)
+{
+    int runs = 0;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        [&] {
+            if (++runs == 2)
+                throw tick_failure();
+        },
+        on_end());
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(why), tick_failure);
+    BOOST_TEST(ticks_at_end.value_or(0) == 2u);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(total_cancellation_applies_only_before_the_first_tick, periodic_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, [&] { ticks.increment(); },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(ticks.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    signal.emit(cancellation_type::total); // it has had effects: refused
+    BOOST_TEST(pool.queue().size() == 1u);
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
+
+    boost::asio::cancellation_signal before;
+    scheduler.async_schedule_at_fixed_rate(
+        5s, 1s, [] {}, boost::asio::bind_cancellation_slot(before.slot(), on_end()));
+    before.emit(cancellation_type::total);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there_and_never_overlaps, periodic_fixture)
+{
+    boost::asio::io_context ticks_io;
+    auto strand = boost::asio::make_strand(ticks_io);
+    boost::asio::cancellation_signal signal;
+    std::atomic<int> ticks{0};
+    std::atomic<bool> on_strand{true};
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        boost::asio::bind_executor(strand,
+                                   [&] {
+                                       on_strand = on_strand && strand.running_in_this_thread();
+                                       ++ticks;
+                                   }),
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    for (int k = 1; k <= 3; ++k)
+    {
+        // The worker posts the tick; it is not re-queued until the tick has run on the strand.
+        ticks_io.restart();
+        BOOST_TEST_REQUIRE(ticks_io.run_one() == 1u);
+        BOOST_TEST(ticks.load() == k);
+        BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+        if (k < 3)
+            manual_clock::advance(1s);
+    }
+    signal.emit(cancellation_type::terminal); // the fourth tick is queued, not due: it goes
+    complete_one();
+    ticks_io.restart();
+    BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(on_strand.load());
+    BOOST_TEST(ticks.load() == 3);
+    BOOST_TEST(ticks_at_end.value_or(0) == 3u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, periodic_fixture)
+{
+    {
+        boost::asio::io_context ticks_io;
+        scheduler.async_schedule_at_fixed_rate(0s, 1s, boost::asio::bind_executor(ticks_io, [] {}),
+                                               on_end());
+        // The first tick is posted to ticks_io, which is destroyed without running it.
+        BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+        settle(pool);
+    }
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(invalid_periods_complete_with_invalid_argument_and_schedule_nothing,
+                        periodic_fixture)
+{
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 0s, [] {}, on_end());
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::invalid_argument);
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+
+    why = nullptr;
+    scheduler.async_schedule_with_fixed_delay(
+        0s, -1s, [] {}, on_end());
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::invalid_argument);
+}
+
+BOOST_FIXTURE_TEST_CASE(shutdown_ends_a_periodic_operation_with_the_shutdown_error,
+                        periodic_fixture)
+{
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, [&] { ticks.increment(); }, on_end());
+    BOOST_TEST_REQUIRE(ticks.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    pool.shutdown(); // periodic tasks stop by default
+    complete_one();
+    BOOST_TEST(code_in(why) == make_error_code(sched::error::shutdown));
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,171 @@
+// The Asio front under many threads on the real clock: every handler runs exactly once, whatever
+// the interleaving of expiry, completion and cancellation requested from other threads.
+
+#include <sched/cancel_after.hpp>
+#include <sched/deadline.hpp>
+#include <sched/scheduler.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "support/wait.hpp"
+
+using namespace std::chrono_literals;
+using error_code = boost::system::error_code;
+using sched::test::eventually;
+
+BOOST_AUTO_TEST_SUITE(test_stress)
+
+BOOST_AUTO_TEST_CASE(asio_operations_complete_exactly_once_under_cross_thread_cancellation,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr int producers = 4;
+    constexpr int per_producer = 25000;
+    constexpr int total = producers * per_producer;
+    constexpr int strands = 16;
+
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io;
+    auto guard = boost::asio::make_work_guard(io);
+    sched::scheduler scheduler(io, pool);
+    std::vector<boost::asio::strand<boost::asio::io_context::executor_type>> lanes;
+    for (int i = 0; i < strands; ++i)
+        lanes.push_back(boost::asio::make_strand(io));
+
+    // One signal per operation, emitted only on the operation's strand (Asio's rule: emission
+    // and completion do not race), but asked for from any thread.
+    std::vector<boost::asio::cancellation_signal> signals(total);
+    std::vector<std::atomic<int>> invoked(total);
+    std::atomic<int> succeeded{0};
+    std::atomic<int> aborted{0};
+    std::atomic<int> unexpected{0};
+    std::array<std::atomic<int>, producers> started{}; // operations each producer has started
+
+    std::vector<std::thread> io_threads;
+    for (int i = 0; i < 2; ++i)
+        io_threads.emplace_back([&] { io.run(); });
+
+    auto record = [&](int id, bool ok, bool was_aborted) {
+        invoked[static_cast<std::size_t>(id)].fetch_add(1);
+        if (ok)
+            succeeded.fetch_add(1);
+        else if (was_aborted)
+            aborted.fetch_add(1);
+        else
+            unexpected.fetch_add(1);
+    };
+    auto cancel = [&](int id, boost::asio::cancellation_type type) {
+        boost::asio::post(lanes[static_cast<std::size_t>(id % strands)], [&signals, id, type] {
+            signals[static_cast<std::size_t>(id)].emit(type);
+        });
+    };
+
+    std::vector<std::thread> threads;
+    for (int p = 0; p < producers; ++p)
+    {
+        threads.emplace_back([&, p] {
+            std::mt19937 random(static_cast<unsigned>(p));
+            std::uniform_int_distribution<int> delay_us(0, 2000);
+            std::uniform_int_distribution<int> pick(0, 9);
+            for (int i = 0; i < per_producer; ++i)
+            {
+                const int id = p * per_producer + i;
+                auto slot = signals[static_cast<std::size_t>(id)].slot();
+                auto lane = lanes[static_cast<std::size_t>(id % strands)];
+                const auto delay = std::chrono::microseconds(delay_us(random));
+                switch (pick(random) % 3)
+                {
+                case 0:
+                    scheduler.async_wait(
+                        delay, boost::asio::bind_cancellation_slot(
+                                   slot, boost::asio::bind_executor(lane, [&, id](error_code ec) {
+                                       record(id, !ec, ec == boost::asio::error::operation_aborted);
+                                   })));
+                    break;
+                case 1:
+                    scheduler.async_schedule(
+                        delay, [id] { return id; },
+                        boost::asio::bind_cancellation_slot(
+                            slot,
+                            boost::asio::bind_executor(lane, [&, id](std::exception_ptr e, int v) {
+                                bool was_aborted = false;
+                                try
+                                {
+                                    if (e)
+                                        std::rethrow_exception(e);
+                                }
+                                catch (const boost::system::system_error& error)
+                                {
+                                    was_aborted =
+                                        error.code() == boost::asio::error::operation_aborted;
+                                }
+                                record(id, !e && v == id, was_aborted);
+                            })));
+                    break;
+                default: // bounded by a timeout that sometimes falls first
+                    scheduler.async_wait(
+                        delay,
+                        sched::cancel_after(
+                            scheduler, std::chrono::microseconds(delay_us(random)),
+                            boost::asio::bind_cancellation_slot(
+                                slot, boost::asio::bind_executor(lane, [&, id](error_code ec) {
+                                    record(id, !ec, ec == boost::asio::error::operation_aborted);
+                                }))));
+                    break;
+                }
+                started[static_cast<std::size_t>(p)].fetch_add(1);
+                if (pick(random) < 3) // from this thread
+                    cancel(id, boost::asio::cancellation_type::terminal);
+            }
+        });
+    }
+    // And from another thread, at random among the operations started so far (never one whose
+    // slot its producer may still be connecting).
+    threads.emplace_back([&] {
+        std::mt19937 random(99);
+        for (bool all_started = false; !all_started;)
+        {
+            all_started = true;
+            for (int p = 0; p < producers; ++p)
+            {
+                const int n = started[static_cast<std::size_t>(p)].load();
+                all_started = all_started && n == per_producer;
+                if (n > 0)
+                    cancel(p * per_producer + std::uniform_int_distribution<int>(0, n - 1)(random),
+                           boost::asio::cancellation_type::partial);
+            }
+        }
+    });
+    for (std::thread& t : threads)
+        t.join();
+
+    BOOST_TEST(eventually([&] { return succeeded + aborted + unexpected == total; }));
+    guard.reset();
+    for (std::thread& t : io_threads)
+        t.join();
+
+    int once = 0;
+    for (const std::atomic<int>& n : invoked)
+        once += n.load() == 1;
+    BOOST_TEST(once == total);
+    BOOST_TEST(unexpected.load() == 0);
+    BOOST_TEST(succeeded.load() + aborted.load() == total);
+    BOOST_TEST(aborted.load() > 0);
+    BOOST_TEST(succeeded.load() > 0);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
