@@ -43,13 +43,8 @@ enum class async_kind : std::uint8_t
 struct no_work
 {};
 
-// The associated executor of a tick that is not bound to one.
-struct unbound_tick
-{};
-
 template <class Tick>
-inline constexpr bool tick_is_bound =
-    !std::is_same_v<boost::asio::associated_executor_t<Tick, unbound_tick>, unbound_tick>;
+inline constexpr bool tick_is_bound = has_own_executor<Tick>;
 
 // Outstanding work on the executor a periodic tick is bound to, or nothing.
 template <class Work, bool Bound>
@@ -61,8 +56,7 @@ struct tick_work
 template <class Work>
 struct tick_work<Work, true>
 {
-    using type =
-        std::optional<tracked_executor_t<boost::asio::associated_executor_t<Work, unbound_tick>>>;
+    using type = std::optional<tracked_executor_t<boost::asio::associated_executor_t<Work>>>;
 };
 
 // The work's result for async_schedule, or nothing.
