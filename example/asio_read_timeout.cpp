@@ -32,7 +32,7 @@ int main()
             std::cout << "read: " << ec.message() << '\n'; // "Operation canceled"
         }));
 
-    // An idle deadline: each message would push it back with one in-place move.
+    // An idle deadline: each message pushes it back, without cancelling and waiting again.
     sched::deadline idle(io, pool);
     idle.expires_after(20ms);
     idle.async_wait([](boost::system::error_code ec) {

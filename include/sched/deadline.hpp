@@ -4,7 +4,7 @@
 #include <sched/scheduler.hpp>
 
 #include <sched/detail/async_task.hpp>
-#include <sched/detail/pool_access.hpp>
+#include <sched/detail/deadline_wait.hpp>
 #include <sched/detail/time.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -19,14 +19,19 @@
 
 namespace sched {
 
-/// A re-armable deadline for idle timeouts: one pending wait whose expiry moves in place.
+/// A re-armable deadline for idle timeouts: one pending wait whose expiry moves.
 /**
  * async_wait() arms the deadline: its handler runs when the expiry passes. expires_at() and
- * expires_after() move an armed deadline's expiry in place, later or earlier — one O(log n)
- * move in the pool's queue, no handler invocation, no cancel-and-wait-again (what
- * steady_timer::expires_after costs) — and say whether they did: false means no wait was armed
- * (it has fired, been cancelled, or never been started), and the new expiry is then kept for the
- * next async_wait().
+ * expires_after() move an armed deadline's expiry, later or earlier, with no handler invocation
+ * and no cancel-and-wait-again (what steady_timer::expires_after costs), and say whether they
+ * did: false means no wait was armed (it has fired, is firing, has been cancelled, or was never
+ * started), and the new expiry is then kept for the next async_wait(). Between a move and the
+ * expiry there is one winner: a move that returns true has prevented the old expiry.
+ *
+ * Pushing the expiry later (the idle-timeout case, on every message) is one atomic exchange: the
+ * queue entry stays put, and when the old expiry comes, a worker finds the new one and puts the
+ * entry back at it, once, however many times it was pushed. Pulling it earlier moves the entry
+ * in place, in O(log n).
  *
  * The wait's handler completes through its associated executor (the deadline's executor by
  * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the
@@ -109,7 +114,7 @@ public:
     bool expires_at(time_point t) noexcept
     {
         expiry_ = t;
-        return wait_ && detail::pool_access::reschedule(scheduler_.pool(), *wait_, t) && armed();
+        return wait_ && wait_->move_expiry(scheduler_.pool(), t);
     }
 
     /// Sets the expiry to @p d from now (saturating; a NaN is rejected with
@@ -162,7 +167,7 @@ private:
 
     basic_scheduler<Clock, Executor> scheduler_;
     time_point expiry_ = time_point::max();
-    boost::intrusive_ptr<detail::task<Clock>> wait_; // the last wait started
+    boost::intrusive_ptr<detail::deadline_wait<Clock>> wait_; // the last wait started
 };
 
 /// The deadline on std::chrono::steady_clock with a polymorphic I/O executor.

@@ -48,23 +48,47 @@ BOOST_FIXTURE_TEST_CASE(an_unarmed_deadline_keeps_its_expiry_for_the_next_wait, 
     BOOST_TEST(!deadline.armed());
 }
 
-BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_moves_it_in_place, deadline_fixture)
+BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last_expiry,
+                        deadline_fixture)
 {
     deadline.expires_after(2s);
     deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_after(2s)); // to 2 s: lazily, the entry stays where it was
+    BOOST_TEST(pool.queue().size() == 1u);
+    BOOST_TEST(pool.queue().peek()->due_time() == at(2s));
     for (int i = 1; i <= 5; ++i)
     {
         manual_clock::advance(1s);
+        settle(pool); // at 2 s, a worker finds the entry early and puts it back at its expiry
         BOOST_TEST(deadline.expires_after(2s)); // moved, no handler invoked
         BOOST_TEST(pool.queue().size() == 1u);  // the same entry, not a new one
-        BOOST_TEST(pool.queue().peek()->due_time() == at(i * 1s + 2s));
+        BOOST_TEST(deadline.armed());
     }
+    BOOST_TEST(pool.queue().peek()->due_time() > at(2s)); // it went back once, at least
+    manual_clock::advance(1s);
+    settle(pool);
     BOOST_TEST(io.poll() == 0u);
     BOOST_TEST(!result);
-    manual_clock::advance(2s);
+    manual_clock::advance(1s);
     complete_one();
     BOOST_TEST((result && !*result));
     BOOST_TEST(manual_clock::now() == at(7s));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_deadline_pushed_back_then_pulled_in_fires_at_the_pulled_in_time,
+                        deadline_fixture)
+{
+    deadline.expires_after(2s);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_after(10s)); // lazily: the entry stays at 2 s
+    BOOST_TEST(deadline.expires_at(at(5s))); // earlier than 10 s: moved in place
+    BOOST_TEST(pool.queue().peek()->due_time() == at(5s));
+    manual_clock::advance(2s);
+    settle(pool);
+    BOOST_TEST(io.poll() == 0u);
+    manual_clock::advance(3s);
+    complete_one();
+    BOOST_TEST((result && !*result));
 }
 
 BOOST_FIXTURE_TEST_CASE(pulling_an_armed_deadline_in_fires_it_earlier, deadline_fixture)

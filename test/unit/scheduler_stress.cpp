@@ -168,4 +168,67 @@ BOOST_AUTO_TEST_CASE(asio_operations_complete_exactly_once_under_cross_thread_ca
     BOOST_TEST(pool.queue().size() == 0u);
 }
 
+// Moving a deadline and its expiry race on the real clock: a move that returns true has
+// prevented the expiry (the wait is later cancelled and completes with operation_aborted); one
+// that returns false lost to it (the wait completes with success). Never both, never neither.
+BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr int deadlines = 4000;
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io;
+    auto guard = boost::asio::make_work_guard(io);
+    std::thread io_thread([&] { io.run(); });
+
+    std::vector<std::atomic<int>> outcome(deadlines); // 0 none yet, 1 success, 2 aborted, 3 other
+    std::vector<sched::deadline> all;
+    all.reserve(deadlines);
+    std::mt19937 random(7);
+    std::uniform_int_distribution<int> spread_us(0, 3000);
+    // Expiries spread over 3 ms from a base well after the arming; the moves start in the
+    // middle of the spread, so that some expiries come first and some moves do.
+    const auto base = std::chrono::steady_clock::now() + 200ms;
+    for (int i = 0; i < deadlines; ++i)
+    {
+        sched::deadline& d = all.emplace_back(io, pool);
+        d.expires_at(base + std::chrono::microseconds(spread_us(random)));
+        d.async_wait([&outcome, i](error_code ec) {
+            outcome[static_cast<std::size_t>(i)].store(!ec ? 1
+                                                       : ec == boost::asio::error::operation_aborted
+                                                           ? 2
+                                                           : 3);
+        });
+    }
+    // Push every deadline back by an hour (lazily: the race is with the expiry).
+    std::this_thread::sleep_until(base + 1500us);
+    std::vector<bool> moved(deadlines);
+    for (int i = 0; i < deadlines; ++i)
+        moved[static_cast<std::size_t>(i)] = all[static_cast<std::size_t>(i)].expires_after(1h);
+    for (sched::deadline& d : all)
+        d.cancel();
+
+    BOOST_TEST(eventually([&] {
+        for (const std::atomic<int>& o : outcome)
+        {
+            if (o.load() == 0)
+                return false;
+        }
+        return true;
+    }));
+    guard.reset();
+    io_thread.join();
+
+    int agree = 0;
+    int won = 0;
+    for (int i = 0; i < deadlines; ++i)
+    {
+        const int o = outcome[static_cast<std::size_t>(i)].load();
+        const bool m = moved[static_cast<std::size_t>(i)];
+        agree += (m && o == 2) || (!m && o == 1);
+        won += m;
+    }
+    BOOST_TEST(agree == deadlines);
+    BOOST_TEST_MESSAGE("moves that came first: " << won << " of " << deadlines);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 
 #include <sched/error.hpp>
 
+#include <sched/detail/deadline_wait.hpp>
 #include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/recycler.hpp>
@@ -110,8 +111,11 @@ inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
 // Cancellation through the handler's slot wins only if it comes before the run: a one-shot node
 // leaves `pending` as its run starts.
 template <class Clock, async_kind Kind, class Work, class Handler, class IoExecutor>
-class async_task final : public task<Clock>
+class async_task final
+    : public std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>
 {
+    using base = std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>;
+
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
@@ -170,6 +174,8 @@ public:
         else
         {
             t->connect_slot();
+            if constexpr (Kind == async_kind::wait)
+                t->set_expiry(due);
             pool_access::queue(pool, *t, due); // hands over the runner's reference
         }
         if (!opts.held)
@@ -229,8 +235,20 @@ public:
     {
         if constexpr (Kind == async_kind::periodic)
             return next_periodic_due(this->kind(), this->due_time(), ended, period_);
+        else if constexpr (Kind == async_kind::wait)
+            return this->expiry(); // a deadline pushed back: see deadline_wait
         else
             return time_point::max();
+    }
+
+    bool due_after_all() noexcept override
+    {
+        if constexpr (Kind == async_kind::wait)
+        {
+            if (held_) // only a deadline's expiry moves
+                return base::due_after_all();
+        }
+        return true;
     }
 
     void fail(std::exception_ptr e) noexcept override
@@ -328,7 +346,7 @@ private:
                W&& work,
                const allocator_type& alloc,
                const options& opts)
-        : task<Clock>(opts.kind, 2, &pool_access::owner(pool)), // the runner's and start()'s
+        : base(opts.kind, 2, &pool_access::owner(pool)), // the runner's and start()'s
           work_(std::forward<W>(work)), handler_(std::forward<H>(handler)),
           handler_work_(handler_, io), alloc_(alloc), held_(opts.held)
     {

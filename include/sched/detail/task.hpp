@@ -107,8 +107,14 @@ public:
     virtual run_outcome run(std::stop_token runner_stop) noexcept = 0;
 
     // Runner only: for a periodic task, when the next run is due given that the last one ended
-    // at `ended`; saturates at time_point::max().
+    // at `ended`; saturates at time_point::max(). For a task that is not due after all (see
+    // due_after_all()), when it is.
     virtual time_point next_due(time_point ended) const noexcept = 0;
+
+    // Runner only, as the task comes out of the queue: false if its due time has moved later
+    // meanwhile without the queue being told (a deadline pushed back lazily); the runner then
+    // queues it again at next_due().
+    virtual bool due_after_all() noexcept { return true; }
 
     // Runner only: ends a pending task with `e` (a periodic task that cannot be re-queued),
     // releasing its body.

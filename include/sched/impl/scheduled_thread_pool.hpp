@@ -373,6 +373,12 @@ void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
         retire_cancelled(std::move(t));
         return;
     }
+    if (!t->due_after_all())
+    {
+        const time_point due = t->next_due(Clock::now());
+        requeue(std::move(t), due);
+        return;
+    }
     detail::call_hook(options_.before_execute);
     detail::run_outcome outcome = t->run(stop);
     if (outcome.detached) // the task took the runner's reference and calls finish_run()
