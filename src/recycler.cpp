@@ -5,8 +5,8 @@
 namespace sched::detail {
 namespace {
 
-constexpr std::size_t granule = 16;     // blocks come in multiples of this
-constexpr std::size_t class_count = 16; // 16 .. 256 bytes are recycled
+constexpr std::size_t granule = 8;      // blocks come in multiples of this (malloc rounds to 16)
+constexpr std::size_t class_count = 32; // 8 .. 256 bytes are recycled
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool recycling = false; // every block to operator new, so ASan sees each use
 #else

@@ -160,7 +160,6 @@ public:
             throw;
         }
         t->service_ = &service;
-        t->set_context(&service);
         t->counted_ = true;
         service.started();
         // This call's reference: queueing touches the node after a worker may have run it.
@@ -184,6 +183,8 @@ public:
     }
 
     bool completes_handler() const noexcept override { return true; }
+
+    const void* context() const noexcept override { return service_; }
 
     run_outcome run(std::stop_token runner_stop) noexcept override
     {

@@ -129,16 +129,13 @@ public:
     void mark_shut_down() noexcept { shut_down_ = true; }
     bool shut_down() const noexcept { return shut_down_; }
 
-    // Before the task is first queued: it is a function submitted through the pool's Asio
-    // executor, which runs after shutdown() whatever the policies say, and which a stopped pool
-    // destroys without running.
-    void mark_executor_function() noexcept { executor_function_ = true; }
-    bool is_executor_function() const noexcept { return executor_function_; }
+    // Whether the task is a function submitted through the pool's Asio executor, which runs
+    // after shutdown() whatever the policies say, and which a stopped pool destroys unrun.
+    virtual bool is_executor_function() const noexcept { return false; }
 
     // The I/O execution context (its scheduler service) that an asynchronous operation completes
-    // in, set before the task is queued; null for other tasks.
-    void set_context(const void* context) noexcept { context_ = context; }
-    const void* context() const noexcept { return context_; }
+    // in; null for other tasks.
+    virtual const void* context() const noexcept { return nullptr; }
 
     // Runner only, once it will not run the body again: destroys the body now, so that what it
     // captured is freed even while futures keep the task's state alive (Java nulls the callable).
@@ -243,11 +240,9 @@ private:
     std::atomic<future_state> state_{future_state::pending};
     mutable std::atomic<bool> waiters_{false};
     const period_kind kind_;
-    bool body_released_ = false; // runner only
-    bool shut_down_ = false;     // runner only
-    bool executor_function_ = false;
+    bool body_released_ : 1 = false; // runner only
+    bool shut_down_ : 1 = false;     // runner only
     std::atomic<task_owner<Clock>*> owner_;
-    const void* context_ = nullptr;
 };
 
 // A task's outcome: the value or the exception. It is stored where the body was (the derived

@@ -81,6 +81,22 @@ struct period_holder
 struct no_period
 {};
 
+// The body of a function submitted through the pool's Asio executor (see
+// task::is_executor_function()).
+template <class F>
+struct executor_function
+{
+    F f;
+
+    void operator()() { f(); }
+};
+
+template <class F>
+inline constexpr bool is_executor_function_v = false;
+
+template <class F>
+inline constexpr bool is_executor_function_v<executor_function<F>> = true;
+
 // The concrete task: body F returning R; Periodic tasks re-run every period. Its memory comes
 // from Allocator, rebound to the task, which it keeps to give the memory back.
 template <class F, class R, class Clock, bool Periodic, class Allocator = recycling_allocator<void>>
@@ -193,6 +209,8 @@ private:
         if constexpr (takes_stop_token<F>)
             stop_.request_stop();
     }
+
+    bool is_executor_function() const noexcept override { return is_executor_function_v<F>; }
 
     void destroy_body() noexcept override { storage_.body.~F(); }
     void destroy() noexcept override

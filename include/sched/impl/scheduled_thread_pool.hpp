@@ -238,15 +238,14 @@ void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& 
     {
         decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
             using node_allocator = decltype(detail::node_allocator(a));
-            using task_impl =
-                detail::task_impl<std::decay_t<Body>, void, Clock, false, node_allocator>;
+            using function_body = detail::executor_function<std::decay_t<Body>>;
+            using task_impl = detail::task_impl<function_body, void, Clock, false, node_allocator>;
             // Two references: the runner's, which queue_new() hands on, and this call's, which
             // queue_new() needs (nothing else waits for the outcome).
-            task_impl* t =
-                task_impl::create(detail::node_allocator(a), std::forward<Body>(body),
-                                  detail::period_kind::one_shot, duration::zero(), 2, this);
+            task_impl* t = task_impl::create(
+                detail::node_allocator(a), function_body{std::forward<Body>(body)},
+                detail::period_kind::one_shot, duration::zero(), 2, this);
             const task_ptr keep(t, false);
-            t->mark_executor_function();
             queue_new(*t, Clock::now());
         });
     }
