@@ -75,9 +75,10 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * once. Both are reported as a boost::system::system_error in the exception_ptr of
  * async_schedule() and the periodic operations.
  *
- * The pool must outlive the scheduler and its pending operations' initiation, the I/O context
- * must outlive... nothing: pending operations of a destroyed pool complete with the shutdown
- * error; handlers whose executor's context is gone are destroyed unrun, as in Asio.
+ * The pool must outlive the scheduler (operations are started on it); nothing else has to
+ * outlive anything. Destroying the pool completes its pending operations with the shutdown
+ * error; destroying the I/O context first takes its operations out of the pool's queue and
+ * destroys their handlers unrun, as Asio does with a context's pending handlers.
  *
  * @tparam Clock The pool's clock (sched::manual_clock in tests).
  * @tparam Executor The I/O executor: the default completion executor.
