@@ -17,6 +17,7 @@
 #if defined(__linux__)
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #endif
 
 #include "support/counter.hpp"
@@ -450,6 +451,16 @@ BOOST_AUTO_TEST_CASE(workers_carry_the_configured_names, *boost::unit_test::time
 }
 
 #if defined(__linux__)
+BOOST_AUTO_TEST_CASE(workers_wake_from_timed_waits_without_slack, *boost::unit_test::timeout(60))
+{
+    const int caller_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    manual_pool pool(1);
+    auto slack = pool.submit([] { return prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); });
+    BOOST_TEST(slack.get() == 1); // ns
+    // Only the workers: the thread that made the pool keeps its own.
+    BOOST_TEST(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) == caller_slack);
+}
+
 BOOST_AUTO_TEST_CASE(on_thread_start_can_pin_workers_to_a_cpu, *boost::unit_test::timeout(60))
 {
     cpu_set_t allowed;

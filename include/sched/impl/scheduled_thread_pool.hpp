@@ -5,6 +5,7 @@
 #include <sched/scheduled_thread_pool.hpp>
 
 #include <sched/detail/thread_name.hpp>
+#include <sched/detail/timer_slack.hpp>
 
 #include <algorithm>
 #include <functional>
@@ -346,6 +347,7 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
 {
     detail::this_thread_pool() = this;
     detail::name_this_thread(options_.thread_name, index);
+    detail::wake_on_time();
     detail::call_hook(options_.on_thread_start, index);
     const std::stop_token stop = stop_.get_token();
     while (typename queue_type::node* n = queue_.take(stop))
