@@ -64,7 +64,9 @@ public:
 
     void release() noexcept
     {
-        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        // Only a holder adds references, so a sole holder can skip the atomic decrement.
+        if (refs_.load(std::memory_order_acquire) == 1 ||
+            refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
             destroy();
     }
 
