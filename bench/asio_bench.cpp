@@ -3,12 +3,14 @@
 // steady_timer on an io_context, in the same run, on the same threads, at the same sizes.
 //
 // Workloads (see /work/shared/workloads.md):
-//   W1  timeout churn through the Asio front: P pending long timeouts, then M times "arm a 30 s
-//       timeout, cancel it"; every cancelled operation's handler must run (operation_aborted).
+//   W1  timeout churn through the Asio front: P pending timeouts due in [1 s, 10 s]; M times
+//       cancel the oldest and arm a new one. Every cancelled operation's handler must run
+//       (operation_aborted). A second row arms a timeout and cancels it at once (the fixed cost
+//       of an operation, with no heap work: the new timeout is always the latest).
 //   W5  idle-deadline resets: N connections each with a deadline armed 30 s ahead; M times pick a
 //       random connection and push its deadline to now + 30 s.
-//   W3  lateness: T timers due at random times within a short window; lateness = when the handler
-//       ran on the io_context's thread − the due time.
+//   W3  lateness: T timers due at random times within a window; lateness = when the handler ran
+//       on an io_context thread − the due time.
 //
 // W1 and W5 measure every contestant in the same benchmark, interleaved: the M operations are
 // split into R rounds (--rounds), and each round runs one block per contestant, in an order that
@@ -29,21 +31,25 @@
 // handlers (handlers run, all contestants), fired (handlers that saw success: should be 0).
 //
 // W1 (row W1_churn_asio_front), contestants:
+//   sched       scheduler.async_wait(timeout, bind_cancellation_slot(signals[k].slot(), handler))
+//               for timeout k of a ring of P; each operation emits signals[k] (terminal) to cancel
+//               the oldest, whose handler is posted to the io_context with operation_aborted,
+//               then arms a new timeout on signals[k]. The pool's worker sleeps throughout.
+//   asio        The workload's baseline: a steady_timer object per timeout. The oldest timer is
+//               cancelled and destroyed, and a new one armed in its place (expires_after,
+//               async_wait).
+//   asio_reuse  Asio's cheapest idiom: the timer of the oldest timeout is reused for the new one
+//               (expires_after cancels its pending wait; then a new async_wait).
+//   asio_slot   As asio_reuse, but cancelled as sched is, through a cancellation signal per timer.
+//   All draw the same timeouts from the same random sequence.
+//
+// W1 (row W1_arm_cancel_asio_front): P standing timeouts due in [10 s, 30 s]; each operation
+// arms a 30 s timeout and cancels it at once. Contestants:
 //   sched       scheduler.async_wait(30s, bind_cancellation_slot(signal.slot(), handler)), then
-//               signal.emit(terminal): the operation leaves the pool's queue and its handler is
-//               posted to the io_context with operation_aborted. One signal, reused by every
-//               operation: safe here only because each operation is cancelled before the next
-//               one connects (sched clears the slot when a completion runs, so an operation
-//               connected to the signal before an earlier operation's completion has run would
-//               lose its cancellation handler). The P standing operations have a signal each.
-//               The pool's worker sleeps throughout.
+//               signal.emit(terminal). One signal, reused by every operation.
 //   asio        One steady_timer reused: expires_after(30s); async_wait(handler); cancel().
-//               The P standing waits are one steady_timer each.
 //   asio_slot   As asio, but cancelled as sched is: async_wait(bind_cancellation_slot(
-//               signal.slot(), handler)); signal.emit(terminal). Asio's per-operation
-//               cancellation, for reference.
-//   The standing timeouts are due uniformly in [10 s, 30 s] (armed earlier with a 30 s timeout):
-//   a new 30 s timeout is then the latest, as in a server.
+//               signal.slot(), handler)); signal.emit(terminal).
 //
 // W5 (row W5_resets_asio_front), contestants:
 //   sched   N sched::deadline objects, each expires_after(30s) then async_wait(handler); a
@@ -56,21 +62,22 @@
 //           async_wait(handler).
 //   The connections are picked by the same random sequence for both.
 //
-// W3 (rows W3_lateness/sched and W3_lateness/asio), each on its own io_context run by its own
-// thread (the benchmark thread arms the timers, then sleeps): T timers (--timers) due at
-// start + uniform [0, window] (--window_ms), start = 50 ms after the arming begins (arming all T
-// takes a few ms: arm_ms says how long it took).
-//   sched   scheduler.async_wait(due, handler) on a pool with one worker: the worker takes the due
-//           operation from the queue and posts the handler to the io_context, whose thread runs
-//           it (two threads: the worker and the io thread).
-//   asio    steady_timer per timer, expires_at(due), async_wait(handler) (one thread: the io
-//           thread, woken by its reactor's timerfd).
+// W3 (rows W3_lateness/sched and W3_lateness/asio), each on its own io_context run by --threads
+// threads (the benchmark thread arms the timers, then sleeps): T timers (--timers) due at
+// start + uniform [0, window] (--window_ms), start = 200 ms after the arming begins (arming all T
+// takes a few tens of ms: arm_ms says how long it took).
+//   sched   scheduler.async_wait(due, handler) on a pool with --threads workers: a worker takes
+//           the due operation from the queue and posts the handler to the io_context, whose
+//           threads run it.
+//   asio    steady_timer per timer, expires_at(due), async_wait(handler) (the io threads only,
+//           woken by the reactor's timerfd).
 //   The handler reads steady_clock::now() first thing. Counters: p50_us, p99_us, p999_us,
 //   max_us (lateness), early (handlers that ran before their due time: must be 0; fails the
 //   benchmark otherwise), errors (handlers with an error_code: must be 0).
 //
 // Sizes are flags (see --help): --p, --m, --n, --resets, --timers, --window_ms, --rounds,
-// --chunk. Run several times and quote medians and the ratios; the machine is shared and noisy.
+// --chunk, --threads. Run several times and quote medians and the ratios; the machine is shared and
+// noisy.
 
 #include <sched/deadline.hpp>
 #include <sched/scheduled_thread_pool.hpp>
@@ -88,6 +95,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -188,11 +196,13 @@ void drain(asio::io_context& io)
 
 // A contestant in an interleaved benchmark: setup in its constructor (not timed); block(n) runs n
 // operations (timed); finish() cancels what is left and drains it (not timed) and says whether its
-// handlers all ran as expected.
+// handlers all ran as expected. Its handlers, numbered in the order they are made, count their
+// runs in its log.
 class contestant
 {
 public:
-    explicit contestant(std::string name) : name_(std::move(name)) {}
+    contestant(std::string name, std::size_t operations) : log_(operations), name_(std::move(name))
+    {}
     virtual ~contestant() = default;
 
     const std::string& name() const { return name_; }
@@ -203,11 +213,17 @@ public:
     // expected.
     virtual std::string finish() = 0;
 
-    virtual std::uint64_t handlers() const = 0;
-    virtual std::uint64_t fired() const = 0;
+    std::uint64_t handlers() const { return log_.total(); }
+    std::uint64_t fired() const { return log_.succeeded; }
 
     std::chrono::nanoseconds elapsed{};
     std::int64_t done = 0;
+
+protected:
+    counted_handler next_handler() { return {&log_, next_id_++}; }
+
+    handler_log log_;
+    std::uint32_t next_id_ = 0; // handlers made so far
 
 private:
     std::string name_;
@@ -279,18 +295,189 @@ void run_interleaved(benchmark::State& state,
 
 // ----- W1: timeout churn ----------------------------------------------------------------------
 
-// Standing timeouts: due in [10 s, 30 s], as if armed earlier with a 30 s timeout; never due
-// within a run.
+// The workload's timeouts: uniform in [1 s, 10 s].
+std::chrono::nanoseconds timeout(bench::rng& rng)
+{
+    return rng.uniform(1s, 10s);
+}
+
+// Checks a log in which the first `operations` operations each completed once, cancelled or (a
+// timeout that fell due during a slow run) fired.
+std::string check_ran_once(const std::string& name, const handler_log& log, std::size_t operations)
+{
+    if (log.total() != operations || log.other != 0 || !log.each_ran_once(operations))
+    {
+        return name + ": expected " + std::to_string(operations) +
+               " handlers each run once with operation_aborted or success; got " +
+               std::to_string(log.total()) + " runs (" + std::to_string(log.other) + " other)";
+    }
+    return {};
+}
+
+// W1 as the workload defines it: P pending timeouts; each operation cancels the oldest and arms a
+// new one. Timeout k of the ring is cancelled through signal k, then signal k's slot takes the new
+// timeout (the cancelled operation's completion, still queued, no longer owns the slot).
+class w1_sched final : public contestant
+{
+public:
+    w1_sched(std::size_t p, std::int64_t m)
+        : contestant("sched", p + static_cast<std::size_t>(m)),
+          signals_(std::make_unique<asio::cancellation_signal[]>(p)), p_(p)
+    {
+        for (std::size_t k = 0; k < p; ++k)
+            arm(k);
+    }
+
+    ~w1_sched() override
+    {
+        (void)pool_.shutdown_now(); // before the io_context and the signals go (nothing is left)
+    }
+
+    void block(std::int64_t ops) override
+    {
+        auto op = [this] {
+            const std::size_t k = oldest_;
+            oldest_ = k + 1 == p_ ? 0 : k + 1;
+            signals_[k].emit(asio::cancellation_type::terminal);
+            arm(k);
+        };
+        run_chunks(io_, ops, op);
+    }
+
+    std::string finish() override
+    {
+        for (std::size_t k = 0; k < p_; ++k)
+            signals_[k].emit(asio::cancellation_type::terminal);
+        drain(io_);
+        return check_ran_once(name(), log_, next_id_);
+    }
+
+private:
+    void arm(std::size_t k)
+    {
+        scheduler_.async_wait(timeout(rng_),
+                              asio::bind_cancellation_slot(signals_[k].slot(), next_handler()));
+    }
+
+    asio::io_context io_{1};
+    sched::scheduled_thread_pool pool_{1};
+    sched::scheduler scheduler_{io_, pool_};
+    bench::rng rng_{1};
+    std::unique_ptr<asio::cancellation_signal[]> signals_;
+    std::size_t p_;
+    std::size_t oldest_ = 0;
+};
+
+// The baseline, three ways. "asio": the workload's, a steady_timer object per timeout: the oldest
+// is cancelled and destroyed, a new one armed in its place. "asio_reuse": Asio's cheapest idiom,
+// a timer per pending timeout reused for the one that replaces it: expires_after (which cancels
+// the pending wait) and a new async_wait. "asio_slot": reused, and cancelled as sched is, through
+// a cancellation signal per timer.
+class w1_asio final : public contestant
+{
+public:
+    enum class way
+    {
+        new_timer,
+        reuse,
+        slot
+    };
+
+    w1_asio(std::size_t p, std::int64_t m, way w)
+        : contestant(w == way::new_timer ? "asio"
+                     : w == way::reuse   ? "asio_reuse"
+                                         : "asio_slot",
+                     p + static_cast<std::size_t>(m)),
+          signals_(std::make_unique<asio::cancellation_signal[]>(p)), way_(w)
+    {
+        timers_.reserve(p);
+        for (std::size_t k = 0; k < p; ++k)
+        {
+            timers_.push_back(std::make_unique<asio::steady_timer>(io_));
+            arm(k);
+        }
+    }
+
+    void block(std::int64_t ops) override
+    {
+        auto op = [this] {
+            const std::size_t k = oldest_;
+            oldest_ = k + 1 == timers_.size() ? 0 : k + 1;
+            switch (way_)
+            {
+            case way::new_timer:
+                timers_[k]->cancel();
+                timers_[k] = std::make_unique<asio::steady_timer>(io_);
+                break;
+            case way::reuse:
+                break; // expires_after cancels
+            case way::slot:
+                signals_[k].emit(asio::cancellation_type::terminal);
+                break;
+            }
+            arm(k);
+        };
+        run_chunks(io_, ops, op);
+    }
+
+    std::string finish() override
+    {
+        for (auto& timer : timers_)
+            timer->cancel();
+        drain(io_);
+        return check_ran_once(name(), log_, next_id_);
+    }
+
+private:
+    void arm(std::size_t k)
+    {
+        asio::steady_timer& timer = *timers_[k];
+        timer.expires_after(timeout(rng_));
+        const counted_handler handler{&log_, next_id_++};
+        if (way_ == way::slot)
+            timer.async_wait(asio::bind_cancellation_slot(signals_[k].slot(), handler));
+        else
+            timer.async_wait(handler);
+    }
+
+    asio::io_context io_{1};
+    bench::rng rng_{1};
+    std::unique_ptr<asio::cancellation_signal[]> signals_;
+    way way_;
+    std::vector<std::unique_ptr<asio::steady_timer>> timers_;
+    std::size_t oldest_ = 0;
+};
+
+// range(0) = P, range(1) = M, range(2) = rounds.
+void w1_churn(benchmark::State& state)
+{
+    const auto p = static_cast<std::size_t>(state.range(0));
+    const std::int64_t m = state.range(1);
+    for (auto _ : state)
+    {
+        std::vector<std::unique_ptr<contestant>> all;
+        all.push_back(std::make_unique<w1_sched>(p, m));
+        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::new_timer));
+        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::reuse));
+        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::slot));
+        run_interleaved(state, all, m, state.range(2));
+    }
+}
+
+// ----- W1, arm and cancel at once -----------------------------------------------------------
+
+// Standing timeouts for the arm-and-cancel row: due in [10 s, 30 s], as if armed earlier with a
+// 30 s timeout; never due within a run.
 std::chrono::nanoseconds standing_delay(bench::rng& rng)
 {
     return rng.uniform(10s, 30s);
 }
 
-class w1_sched final : public contestant
+class w1_now_sched final : public contestant
 {
 public:
-    w1_sched(std::size_t p, std::int64_t m)
-        : contestant("sched"), log_(p + static_cast<std::size_t>(m)), standing_(p),
+    w1_now_sched(std::size_t p, std::int64_t m)
+        : contestant("sched", p + static_cast<std::size_t>(m)), standing_(p),
           signals_(std::make_unique<asio::cancellation_signal[]>(p))
     {
         bench::rng rng(1);
@@ -301,7 +488,7 @@ public:
         }
     }
 
-    ~w1_sched() override
+    ~w1_now_sched() override
     {
         (void)pool_.shutdown_now(); // before the io_context and the signals go (nothing is left)
     }
@@ -324,28 +511,20 @@ public:
         return check_aborted(name(), log_, next_id_);
     }
 
-    std::uint64_t handlers() const override { return log_.total(); }
-    std::uint64_t fired() const override { return log_.succeeded; }
-
 private:
-    counted_handler next_handler() { return {&log_, next_id_++}; }
-
     asio::io_context io_{1};
     sched::scheduled_thread_pool pool_{1};
     sched::scheduler scheduler_{io_, pool_};
-    handler_log log_;
-    std::uint32_t next_id_ = 0;
     std::size_t standing_;
     std::unique_ptr<asio::cancellation_signal[]> signals_; // the standing operations'
     asio::cancellation_signal signal_;                     // the churn's, reused
 };
 
-class w1_asio final : public contestant
+class w1_now_asio final : public contestant
 {
 public:
-    w1_asio(std::size_t p, std::int64_t m, bool slot)
-        : contestant(slot ? "asio_slot" : "asio"), log_(p + static_cast<std::size_t>(m)),
-          slot_(slot)
+    w1_now_asio(std::size_t p, std::int64_t m, bool slot)
+        : contestant(slot ? "asio_slot" : "asio", p + static_cast<std::size_t>(m)), slot_(slot)
     {
         bench::rng rng(1);
         standing_.reserve(p);
@@ -386,15 +565,8 @@ public:
         return check_aborted(name(), log_, next_id_);
     }
 
-    std::uint64_t handlers() const override { return log_.total(); }
-    std::uint64_t fired() const override { return log_.succeeded; }
-
 private:
-    counted_handler next_handler() { return {&log_, next_id_++}; }
-
     asio::io_context io_{1};
-    handler_log log_;
-    std::uint32_t next_id_ = 0;
     bool slot_;
     std::vector<asio::steady_timer> standing_;
     asio::steady_timer timer_{io_};
@@ -402,16 +574,16 @@ private:
 };
 
 // range(0) = P, range(1) = M, range(2) = rounds.
-void w1_churn(benchmark::State& state)
+void w1_arm_cancel(benchmark::State& state)
 {
     const auto p = static_cast<std::size_t>(state.range(0));
     const std::int64_t m = state.range(1);
     for (auto _ : state)
     {
         std::vector<std::unique_ptr<contestant>> all;
-        all.push_back(std::make_unique<w1_sched>(p, m));
-        all.push_back(std::make_unique<w1_asio>(p, m, false));
-        all.push_back(std::make_unique<w1_asio>(p, m, true));
+        all.push_back(std::make_unique<w1_now_sched>(p, m));
+        all.push_back(std::make_unique<w1_now_asio>(p, m, false));
+        all.push_back(std::make_unique<w1_now_asio>(p, m, true));
         run_interleaved(state, all, m, state.range(2));
     }
 }
@@ -421,14 +593,14 @@ void w1_churn(benchmark::State& state)
 class w5_sched final : public contestant
 {
 public:
-    explicit w5_sched(std::size_t n) : contestant("sched"), log_(n), rng_(5)
+    explicit w5_sched(std::size_t n) : contestant("sched", n), rng_(5)
     {
         connections_.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
         {
             sched::deadline& d = connections_.emplace_back(scheduler_);
             d.expires_after(30s); // not armed yet: sets the expiry for the wait
-            d.async_wait(counted_handler{&log_, static_cast<std::uint32_t>(i)});
+            d.async_wait(next_handler());
         }
     }
 
@@ -460,15 +632,12 @@ public:
         return check_aborted(name(), log_, connections_.size());
     }
 
-    std::uint64_t handlers() const override { return log_.total(); }
-    std::uint64_t fired() const override { return log_.succeeded; }
     std::uint64_t resets() const { return resets_; }
 
 private:
     asio::io_context io_{1};
     sched::scheduled_thread_pool pool_{1};
     sched::scheduler scheduler_{io_, pool_};
-    handler_log log_;
     bench::rng rng_;
     std::uint64_t resets_ = 0;
     std::vector<sched::deadline> connections_;
@@ -478,7 +647,7 @@ class w5_asio final : public contestant
 {
 public:
     w5_asio(std::size_t n, std::int64_t m)
-        : contestant("asio"), log_(n + static_cast<std::size_t>(m)), rng_(5)
+        : contestant("asio", n + static_cast<std::size_t>(m)), rng_(5)
     {
         connections_.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
@@ -511,16 +680,10 @@ public:
         return check_aborted(name(), log_, next_id_);
     }
 
-    std::uint64_t handlers() const override { return log_.total(); }
-    std::uint64_t fired() const override { return log_.succeeded; }
     std::uint64_t resets() const { return resets_; }
 
 private:
-    counted_handler next_handler() { return {&log_, next_id_++}; }
-
     asio::io_context io_{1};
-    handler_log log_;
-    std::uint32_t next_id_ = 0;
     bench::rng rng_;
     std::uint64_t resets_ = 0;
     std::vector<asio::steady_timer> connections_;
@@ -551,8 +714,8 @@ struct lateness_run
 {
     std::vector<clock_type::time_point> due;
     std::vector<std::int64_t> late_ns;
-    std::size_t ran = 0; // io thread only
-    std::uint64_t errors = 0;
+    std::atomic<std::size_t> ran{0}; // the io threads'
+    std::atomic<std::uint64_t> errors{0};
 
     std::mutex mutex;
     std::condition_variable all_ran;
@@ -594,20 +757,23 @@ double percentile_us(const std::vector<std::int64_t>& sorted, double q)
     return static_cast<double>(sorted[at]) / 1000.0;
 }
 
-// range(0) = T, range(1) = window in ms, range(2) = 1 for sched, 0 for asio.
+// range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = 1 for sched, 0 for asio.
 void w3_lateness(benchmark::State& state)
 {
     const auto timers = static_cast<std::size_t>(state.range(0));
     const std::chrono::milliseconds window(state.range(1));
-    const bool use_sched = state.range(2) != 0;
-    constexpr auto lead = 50ms;
+    const auto threads = static_cast<std::size_t>(state.range(2));
+    const bool use_sched = state.range(3) != 0;
+    constexpr auto lead = 200ms;
     for (auto _ : state)
     {
         lateness_run run(timers);
-        asio::io_context io(1);
+        asio::io_context io(static_cast<int>(threads));
         auto guard = asio::make_work_guard(io);
-        std::thread io_thread([&io] { io.run(); });
-        sched::scheduled_thread_pool pool(1);
+        std::vector<std::thread> io_threads;
+        for (std::size_t i = 0; i < threads; ++i)
+            io_threads.emplace_back([&io] { io.run(); });
+        sched::scheduled_thread_pool pool(threads);
         sched::scheduler scheduler(io, pool);
         std::vector<asio::steady_timer> asio_timers;
         asio_timers.reserve(use_sched ? 0 : timers);
@@ -633,7 +799,8 @@ void w3_lateness(benchmark::State& state)
 
         guard.reset();
         io.stop();
-        io_thread.join();
+        for (std::thread& t : io_threads)
+            t.join();
         (void)pool.shutdown_now();
 
         state.SetIterationTime(
@@ -653,7 +820,7 @@ void w3_lateness(benchmark::State& state)
         state.counters["max_us"] = static_cast<double>(sorted.back()) / 1000.0;
         state.counters["min_us"] = static_cast<double>(sorted.front()) / 1000.0;
         state.counters["early"] = static_cast<double>(early);
-        state.counters["errors"] = static_cast<double>(run.errors);
+        state.counters["errors"] = static_cast<double>(run.errors.load());
         state.counters["arm_ms"] = std::chrono::duration<double, std::milli>(arm_time).count();
         if (early != 0 || run.errors != 0)
             state.SkipWithError("W3: a handler ran early or with an error");
@@ -667,13 +834,14 @@ int main(int argc, char** argv)
     bench::flags flags({
         {"p", "100k", "W1 standing population of pending timeouts (P), per contestant"},
         {"m", "1M", "W1 arm+cancel operations per contestant (M)"},
-        {"n", "10k", "W5 connections, each with an armed deadline (N)"},
+        {"n", "100k", "W5 connections, each with an armed deadline (N)"},
         {"resets", "1M", "W5 deadline resets per contestant"},
         {"rounds", "10", "W1 and W5: the operations are split into this many interleaved rounds"},
         {"chunk", "256",
          "W1 and W5: operations per handler, each followed by a poll() draining them"},
-        {"timers", "10k", "W3 timers"},
-        {"window_ms", "200", "W3 window over which the timers fall due, in ms"},
+        {"timers", "200k", "W3 timers"},
+        {"window_ms", "2000", "W3 window over which the timers fall due, in ms"},
+        {"threads", "2", "W3 threads running the io_context (and the pool's workers)"},
     });
     flags.parse(argc, argv);
     const std::int64_t p = flags.size("p");
@@ -683,9 +851,16 @@ int main(int argc, char** argv)
     const std::int64_t rounds = flags.size("rounds");
     const std::int64_t timers = flags.size("timers");
     const std::int64_t window_ms = flags.size("window_ms");
+    const std::int64_t threads = flags.size("threads");
     chunk_ops = flags.size("chunk");
 
     benchmark::RegisterBenchmark("W1_churn_asio_front", w1_churn)
+        ->Args({p, m, rounds})
+        ->ArgNames({"P", "M", "rounds"})
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("W1_arm_cancel_asio_front", w1_arm_cancel)
         ->Args({p, m, rounds})
         ->ArgNames({"P", "M", "rounds"})
         ->Iterations(1)
@@ -701,8 +876,8 @@ int main(int argc, char** argv)
          std::array{std::pair{"W3_lateness/sched", 1}, std::pair{"W3_lateness/asio", 0}})
     {
         benchmark::RegisterBenchmark(name, w3_lateness)
-            ->Args({timers, window_ms, use_sched})
-            ->ArgNames({"T", "window_ms", "sched"})
+            ->Args({timers, window_ms, threads, use_sched})
+            ->ArgNames({"T", "window_ms", "threads", "sched"})
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
