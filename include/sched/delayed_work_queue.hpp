@@ -119,6 +119,23 @@ public:
         return push(task, detail::due_after<Clock>(delay));
     }
 
+    /// Adds @p task as push() does, but only if @p allowed() returns true; it is called under the
+    /// queue's lock, so a condition that its writer changes before taking the lock (a pool's
+    /// shutdown, which then drains the queue) cannot change between the check and the push.
+    /**
+     * @returns whether @p task was added.
+     * @throws std::invalid_argument, std::bad_alloc as push(); what @p allowed throws.
+     */
+    template <class Predicate>
+    bool push_if(node& task, time_point due, Predicate allowed)
+    {
+        std::lock_guard lock(mutex_);
+        if (!allowed())
+            return false;
+        (void)push_locked(task, due);
+        return true;
+    }
+
     /// Removes and returns the head once it is due, blocking until then.
     /**
      * @returns nullptr only if @p stop is requested before a task is due.
@@ -216,6 +233,7 @@ private:
         return due <= now && due != time_point::max();
     }
 
+    bool push_locked(node& task, time_point due);
     node* take_until(time_point deadline, std::stop_token& stop);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
     void wake_all() noexcept;

@@ -103,6 +103,29 @@ BOOST_AUTO_TEST_CASE(push_reports_whether_the_task_became_the_head)
     BOOST_TEST(id_of(queue.peek()) == 4);
 }
 
+BOOST_AUTO_TEST_CASE(push_if_adds_only_what_its_predicate_allows)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    int asked = 0;
+    BOOST_TEST(!queue.push_if(a, at(10s), [&] {
+        ++asked;
+        return false;
+    }));
+    BOOST_TEST(queue.empty());
+    BOOST_TEST(queue.push_if(a, at(10s), [&] {
+        ++asked;
+        return true;
+    }));
+    BOOST_TEST(asked == 2);
+    BOOST_CHECK_THROW(
+        queue.push_if(b, at(5s), []() -> bool { throw std::runtime_error("refused"); }),
+        std::runtime_error);
+    BOOST_TEST(queue.size() == 1u);
+    BOOST_TEST(id_of(queue.peek()) == 1);
+    BOOST_TEST(a.due_time() == at(10s));
+}
+
 BOOST_AUTO_TEST_CASE(pushing_a_queued_task_throws_and_changes_nothing)
 {
     auto& a = make(1);

@@ -71,6 +71,12 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
     std::lock_guard lock(mutex_);
+    return push_locked(task, due);
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
+{
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     heap_.push_back(entry{due, &task}); // first: if it throws, nothing has changed

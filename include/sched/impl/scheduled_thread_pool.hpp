@@ -241,12 +241,11 @@ void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& 
             using node_allocator = decltype(detail::node_allocator(a));
             using function_body = detail::executor_function<std::decay_t<Body>>;
             using task_impl = detail::task_impl<function_body, void, Clock, false, node_allocator>;
-            // Two references: the runner's, which queue_new() hands on, and this call's, which
-            // queue_new() needs (nothing else waits for the outcome).
+            // One reference, the runner's, which queue_new() hands on: nothing else waits for
+            // the outcome.
             task_impl* t = task_impl::create(
                 detail::node_allocator(a), function_body{std::forward<Body>(body)},
-                detail::period_kind::one_shot, duration::zero(), 2, this);
-            const task_ptr keep(t, false);
+                detail::period_kind::one_shot, duration::zero(), 1, this);
             queue_new(*t, Clock::now());
         });
     }
@@ -273,15 +272,18 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     // Counted before the state is checked: shutdown() stores the state before it reads the
     // count, so either it waits for this task or this call sees the shutdown.
     const bool open = take_pending();
-    if (!accepts(t, open))
-    {
-        finish_pending();
-        reject(t);
-        return;
-    }
+    bool queued = false;
     try
     {
-        queue_.push(t, due);
+        // Checked under the queue's lock: a shutdown stores the state before it drains the
+        // queue, so it either finds the task there (and applies its policies to it) or is seen
+        // here. So is a cancel through an operation's slot, which may come from another thread
+        // as it is queued: it finds the task queued, or the task is not queued. Once queued,
+        // the task may run and be gone at any moment.
+        queued = queue_.push_if(t, due, [&] {
+            return accepts(t, open) && (t.state() == future_state::pending ||
+                                        !(removes_cancelled() || t.completes_handler()));
+        });
     }
     catch (...)
     {
@@ -291,10 +293,11 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
         finish_pending();
         throw;
     }
-    // Java's delayedExecute: a shutdown between the check and the push may have missed this
-    // task; apply the policies to it here.
-    if (state_.load() != run_state::running && !keeps_after_shutdown(t) && queue_.remove(t))
-        retire_cancelled(task_ptr(&t, false));
+    if (!queued) // shut down, or cancelled: reject() tells an operation's handler which
+    {
+        finish_pending();
+        reject(t);
+    }
 }
 
 template <class Clock>
@@ -399,7 +402,8 @@ template <class Clock>
 void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_ptr error) noexcept
 {
     // As in Java, a periodic task is back in the queue before after_execute runs, so that the
-    // hook's own time does not delay the next run.
+    // hook's own time does not delay the next run. A task that is done is let go after it: its
+    // outcome (the same exception, perhaps) then goes to its handler with no copy left here.
     if (t->is_periodic() && t->state() == future_state::pending)
     {
         if (may_run(*t))
@@ -409,10 +413,14 @@ void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_pt
         }
         else
             retire_cancelled(std::move(t));
+        detail::call_hook(options_.after_execute, std::move(error));
     }
     else
+    {
+        detail::call_hook(options_.after_execute, std::move(error));
+        error = nullptr; // the hook may have taken it by reference
         retire(std::move(t));
-    detail::call_hook(options_.after_execute, std::move(error));
+    }
 }
 
 template <class Clock>
@@ -424,10 +432,15 @@ void basic_scheduled_thread_pool<Clock>::after_inline_run(std::exception_ptr err
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noexcept
 {
-    task_ptr keep = t; // once queued, another worker may run and release it before the check
+    bool queued = false;
     try
     {
-        queue_.push(*t, due);
+        // Checked under the queue's lock: a cancel or a shutdown that came while the task ran
+        // either finds it queued (and takes it out) or is seen here.
+        queued = queue_.push_if(*t, due, [&] {
+            return keeps_after_shutdown(*t) &&
+                   (t->state() == future_state::pending || !removes_cancelled());
+        });
     }
     catch (...)
     {
@@ -435,12 +448,10 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
         retire(std::move(t));
         return;
     }
-    (void)t.detach(); // the queue holds the runner's reference now
-    // A cancel or a shutdown that came while the task ran could not take it out of the queue.
-    const bool drop = !keeps_after_shutdown(*keep) ||
-                      (keep->state() != future_state::pending && removes_cancelled());
-    if (drop && queue_.remove(*keep))
-        retire_cancelled(task_ptr(keep.get(), false));
+    if (queued)
+        (void)t.detach(); // the queue holds the runner's reference now
+    else
+        retire_cancelled(std::move(t));
 }
 
 template <class Clock>
