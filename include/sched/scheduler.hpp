@@ -249,7 +249,7 @@ private:
     {
         auto& service = boost::asio::use_service<detail::scheduler_service<Clock>>(
             boost::asio::query(ex, boost::asio::execution::context));
-        service.attach(pool);
+        service.attach(pool, detail::io_context_of(ex));
         return service;
     }
 

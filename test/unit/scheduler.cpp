@@ -84,6 +84,32 @@ BOOST_FIXTURE_TEST_CASE(io_context_run_returns_only_after_the_pending_operation,
     BOOST_TEST(completed.load());
 }
 
+BOOST_FIXTURE_TEST_CASE(io_context_runs_while_any_operation_is_pending_and_again_for_later_ones,
+                        scheduler_fixture)
+{
+    std::atomic<int> completed{0};
+    auto count = [&](error_code) {
+        ++completed;
+    };
+    scheduler.async_wait(1s, count);
+    scheduler.async_wait(2s, count);
+    std::thread runner([&] { io.run(); });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return completed == 1; }));
+    BOOST_TEST(!io.stopped()); // the second keeps it running
+    manual_clock::advance(1s);
+    runner.join(); // returns once the second has run: nothing is pending
+    BOOST_TEST(completed == 2);
+
+    // From nothing pending, the next operation counts as outstanding work again.
+    io.restart();
+    scheduler.async_wait(1s, count);
+    std::thread second_runner([&] { io.run(); });
+    manual_clock::advance(1s);
+    second_runner.join();
+    BOOST_TEST(completed == 3);
+}
+
 BOOST_FIXTURE_TEST_CASE(async_schedule_runs_work_on_the_pool_and_completes_with_its_value,
                         scheduler_fixture)
 {

@@ -151,8 +151,8 @@ public:
         async_task* t = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try
         {
-            ::new (static_cast<void*>(t))
-                async_task(pool, io, std::forward<H>(handler), std::forward<W>(work), alloc, opts);
+            ::new (static_cast<void*>(t)) async_task(pool, service, io, std::forward<H>(handler),
+                                                     std::forward<W>(work), alloc, opts);
         }
         catch (...)
         {
@@ -162,8 +162,11 @@ public:
         t->service_ = &service;
         t->counted_ = true;
         service.started();
-        // This call's reference: queueing touches the node after a worker may have run it.
-        boost::intrusive_ptr<async_task> keep(t, false);
+        // The caller's reference (a deadline's), taken before queueing: once queued, the node
+        // may run and be gone at any moment.
+        boost::intrusive_ptr<async_task> held;
+        if (opts.held)
+            held.reset(t, false);
         if (opts.rejected_input)
         {
             t->fail(opts.rejected_input);
@@ -177,9 +180,7 @@ public:
                 t->set_expiry(due);
             pool_access::queue(pool, *t, due); // hands over the runner's reference
         }
-        if (!opts.held)
-            keep.reset();
-        return keep;
+        return held;
     }
 
     bool completes_handler() const noexcept override { return true; }
@@ -220,10 +221,14 @@ public:
             // I/O context need not wait for it (see scheduler_service).
             this->set_owner(nullptr); // the pool may be gone by then: see owner_link
             scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
-            const auto ex = boost::asio::get_associated_executor(work_);
-            scheduler_service<Clock>::post_to(
-                boost::asio::query(ex, boost::asio::execution::context), counted,
-                [&] { boost::asio::post(ex, bound_tick{this}); });
+            boost::asio::execution_context& target = boost::asio::query(
+                boost::asio::get_associated_executor(work_), boost::asio::execution::context);
+            // Every copy of the executor goes inside: once posted, the tick may run, the
+            // operation end and its context go, and the last copy of a strand unlocks a mutex
+            // of that context's as it goes.
+            scheduler_service<Clock>::post_to(target, counted, [this] {
+                boost::asio::post(boost::asio::get_associated_executor(work_), bound_tick{this});
+            });
             if (counted)
                 counted->finished(); // after the post: the context outlives it
             return {nullptr, true};
@@ -342,14 +347,21 @@ private:
 
     template <class H, class W>
     async_task(basic_scheduled_thread_pool<Clock>& pool,
+               const scheduler_service<Clock>& service,
                const IoExecutor& io,
                H&& handler,
                W&& work,
                const allocator_type& alloc,
                const options& opts)
-        : base(opts.kind, 2, &pool_access::owner(pool)), // the runner's and start()'s
+        : base(opts.kind, opts.held ? 2 : 1, &pool_access::owner(pool)), // the runner's [, held]
           work_(std::forward<W>(work)), handler_(std::forward<H>(handler)),
-          handler_work_(handler_, io), alloc_(alloc), held_(opts.held)
+          // The service holds the I/O context's work while it counts this operation, which is
+          // always, but while a bound tick runs: see run().
+          handler_work_(handler_,
+                        io,
+                        Kind == async_kind::periodic && tick_is_bound<Work> ? nullptr
+                                                                            : service.holds_work()),
+          alloc_(alloc), held_(opts.held)
     {
         if constexpr (Kind == async_kind::periodic)
         {

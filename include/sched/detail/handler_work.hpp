@@ -32,14 +32,35 @@ template <class T>
 inline constexpr bool has_own_executor =
     !std::is_same_v<boost::asio::associated_executor_t<T, no_executor>, no_executor>;
 
+// The io_context that `ex` submits to itself (an io_context's executor, or an any_io_executor
+// wrapping one), or null.
+template <class Executor>
+boost::asio::io_context* io_context_of(const Executor& ex) noexcept
+{
+    using io_executor = boost::asio::io_context::executor_type;
+    if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
+    {
+        const io_executor* io = ex.template target<io_executor>();
+        return io ? &io->context() : nullptr;
+    }
+    else if constexpr (std::is_same_v<Executor, io_executor>)
+        return &ex.context();
+    else
+        return nullptr;
+}
+
 // Outstanding work counted on an executor until destroyed or moved from. An any_io_executor
 // that wraps an io_context's executor is unwrapped: counting, posting and letting go then make
-// no type-erased calls.
+// no type-erased calls. Work on `counted_elsewhere` (an io_context whose work the caller holds
+// by other means for as long as this object needs it) is not counted again.
 template <class Executor>
 class tracked_work
 {
 public:
-    explicit tracked_work(const Executor& ex) : ex_(track(ex)) {}
+    explicit tracked_work(const Executor& ex,
+                          const boost::asio::io_context* counted_elsewhere = nullptr)
+        : ex_(track(ex, counted_elsewhere))
+    {}
 
     // Submits `f` through the executor, never running it on this thread now (Asio's post). The
     // submission itself counts nothing: this object does.
@@ -63,20 +84,35 @@ public:
     }
 
 private:
+    using io_executor = boost::asio::io_context::executor_type; // untracked
     static constexpr bool polymorphic = std::is_same_v<Executor, boost::asio::any_io_executor>;
-    using io_context_type = tracked_executor_t<boost::asio::io_context::executor_type>;
-    using storage = std::conditional_t<polymorphic,
-                                       std::variant<io_context_type, tracked_executor_t<Executor>>,
-                                       tracked_executor_t<Executor>>;
+    static constexpr bool on_io = polymorphic || std::is_same_v<Executor, io_executor>;
+    // io_context executors: uncounted (counted elsewhere), counted; then any other.
+    using storage = std::conditional_t<
+        polymorphic,
+        std::variant<io_executor, tracked_executor_t<io_executor>, tracked_executor_t<Executor>>,
+        std::conditional_t<on_io,
+                           std::variant<io_executor, tracked_executor_t<io_executor>>,
+                           tracked_executor_t<Executor>>>;
 
-    static storage track(const Executor& ex)
+    static storage track(const Executor& ex, const boost::asio::io_context* counted_elsewhere)
     {
         constexpr auto tracked = boost::asio::execution::outstanding_work.tracked;
-        if constexpr (polymorphic)
+        if constexpr (on_io)
         {
-            if (const auto* io = ex.template target<boost::asio::io_context::executor_type>())
-                return storage(std::in_place_index<0>, boost::asio::prefer(*io, tracked));
-            return storage(std::in_place_index<1>, boost::asio::prefer(ex, tracked));
+            const io_executor* io = nullptr;
+            if constexpr (polymorphic)
+                io = ex.template target<io_executor>();
+            else
+                io = &ex;
+            if constexpr (polymorphic)
+            {
+                if (!io)
+                    return storage(std::in_place_index<2>, boost::asio::prefer(ex, tracked));
+            }
+            if (&io->context() == counted_elsewhere)
+                return storage(std::in_place_index<0>, *io);
+            return storage(std::in_place_index<1>, boost::asio::prefer(*io, tracked));
         }
         else
             return boost::asio::prefer(ex, tracked);
@@ -85,12 +121,14 @@ private:
     template <class F>
     void visit(F f) const
     {
-        if constexpr (polymorphic)
+        if constexpr (on_io)
         {
             if (const auto* io = std::get_if<0>(&ex_))
                 f(*io);
-            else
-                f(*std::get_if<1>(&ex_));
+            else if (const auto* counted = std::get_if<1>(&ex_))
+                f(*counted);
+            else if constexpr (polymorphic)
+                f(*std::get_if<2>(&ex_));
         }
         else
             f(ex_);
@@ -102,15 +140,20 @@ private:
 // The outstanding work of a pending operation: on its I/O executor, so that the I/O context's
 // run() does not return while it is pending, and on its handler's associated executor, which
 // it completes through (counted once when they are the same). Both are released just before
-// the handler runs (or is destroyed).
+// the handler runs (or is destroyed). A handler without an executor of its own completes
+// through the I/O executor; when that submits to `counted_elsewhere`, an io_context whose work
+// the scheduler's service holds while the operation is live, nothing is counted here.
 template <class Handler, class IoExecutor>
 class handler_work
 {
 public:
     using handler_executor = boost::asio::associated_executor_t<Handler, IoExecutor>;
 
-    handler_work(const Handler& handler, const IoExecutor& io)
-        : handler_(boost::asio::get_associated_executor(handler, io))
+    handler_work(const Handler& handler,
+                 const IoExecutor& io,
+                 const boost::asio::io_context* counted_elsewhere)
+        : handler_(boost::asio::get_associated_executor(handler, io),
+                   has_own_executor<Handler> ? nullptr : counted_elsewhere)
     {
         if constexpr (has_own_executor<Handler>)
         {

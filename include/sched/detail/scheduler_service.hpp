@@ -3,6 +3,7 @@
 
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
 
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,10 @@ namespace sched::detail {
 // unrun, as Asio does) and waits for those a worker is running to post their completions. In
 // any other context that operations post to (a handler's or a tick's executor), it waits for the
 // posts under way.
+//
+// In an io_context, it also holds the context's outstanding work while it counts any operation,
+// so that run() does not return meanwhile: the operations need not count it each (two atomic
+// operations on a counter that every thread running the context shares).
 template <class Clock>
 class scheduler_service final
     : public boost::asio::detail::execution_context_service_base<scheduler_service<Clock>>
@@ -33,11 +39,24 @@ public:
         : boost::asio::detail::execution_context_service_base<scheduler_service>(context)
     {}
 
-    // A scheduler on this context queues on `pool`.
-    void attach(basic_scheduled_thread_pool<Clock>& pool)
+    // The io_context whose outstanding work this service holds while started() operations are
+    // not finished(), or null: known once a scheduler with an io_context's executor attaches.
+    const boost::asio::io_context* holds_work() const noexcept
+    {
+        return io_.load(std::memory_order_acquire);
+    }
+
+    // A scheduler on this context queues on `pool`; `io` is this context if it is an io_context
+    // that the scheduler's executor submits to, else null.
+    void attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
     {
         const std::shared_ptr<owner_link<Clock>>& link = pool_access::link(pool);
         std::lock_guard lock(mutex_);
+        if (io && !io_.load(std::memory_order_relaxed))
+        {
+            io_.store(io, std::memory_order_release);
+            update_work(); // operations may be live already (posts from other contexts')
+        }
         auto found = std::find_if(pools_.begin(), pools_.end(),
                                   [&](const attached& a) { return a.link == link; });
         if (found == pools_.end())
@@ -45,22 +64,42 @@ public:
     }
 
     // An operation may post to this context until finished().
-    void started() noexcept { live_.fetch_add(1, std::memory_order_relaxed); }
+    void started() noexcept
+    {
+        if ((live_.fetch_add(1, std::memory_order_relaxed) & ~closing) == 0 && holds_work())
+        {
+            std::lock_guard lock(mutex_);
+            update_work();
+        }
+    }
 
     void finished() noexcept
     {
         std::size_t live = live_.load(std::memory_order_relaxed);
-        while ((live & closing) == 0)
+        // The last one (or any, once closing) goes under the mutex, to let go of the work.
+        while ((live & closing) == 0 && !(live == 1 && holds_work()))
         {
             if (live_.compare_exchange_weak(live, live - 1, std::memory_order_release,
                                             std::memory_order_relaxed))
+            {
+                if (live == 1 && holds_work()) // a scheduler attached meanwhile, and saw it live
+                {
+                    std::lock_guard lock(mutex_);
+                    update_work();
+                }
                 return;
+            }
         }
-        // Closing: shutdown() waits on the mutex, so it cannot return (and free this service)
-        // before this unlocks.
+        // shutdown() waits on the mutex, so it cannot return (and free this service) before
+        // this unlocks.
         std::lock_guard lock(mutex_);
-        if (live_.fetch_sub(1) == (closing | 1))
-            drained_.notify_all();
+        const std::size_t was = live_.fetch_sub(1);
+        if ((was & ~closing) == 1)
+        {
+            update_work();
+            if (was & closing)
+                drained_.notify_all();
+        }
     }
 
     // Runs `post`, which submits a function to `target`, so that `target` cannot finish shutting
@@ -93,6 +132,21 @@ private:
         basic_scheduled_thread_pool<Clock>* pool;
     };
 
+    // Under mutex_, after the count has left or reached zero: holds the io_context's work while
+    // the count is above zero. Whoever moves the count last also comes here last, and sees it.
+    void update_work() noexcept
+    {
+        boost::asio::io_context* io = io_.load(std::memory_order_relaxed);
+        if (!io)
+            return;
+        const bool live = (live_.load(std::memory_order_relaxed) & ~closing) != 0;
+        if (live && !work_)
+            work_.emplace(boost::asio::prefer(io->get_executor(),
+                                              boost::asio::execution::outstanding_work.tracked));
+        else if (!live)
+            work_.reset();
+    }
+
     void shutdown() override
     {
         live_.fetch_or(closing);
@@ -105,6 +159,7 @@ private:
             a.link->with_owner([&] { pool_access::abandon_context(*a.pool, this); });
         std::unique_lock lock(mutex_);
         drained_.wait(lock, [this] { return live_.load() == closing; });
+        work_.reset();
     }
 
     std::mutex mutex_;
@@ -113,6 +168,8 @@ private:
     // The number of operations that may post to this context, and the closing bit.
     static constexpr std::size_t closing = std::size_t(1) << (sizeof(std::size_t) * 8 - 1);
     std::atomic<std::size_t> live_{0};
+    std::atomic<boost::asio::io_context*> io_{nullptr}; // set once, under mutex_
+    std::optional<tracked_executor_t<boost::asio::io_context::executor_type>> work_; // mutex_
 };
 
 } // namespace sched::detail
