@@ -271,7 +271,8 @@ private:
 
     bool may_run(const task_type& t) const noexcept;
     bool keeps_after_shutdown(const task_type& t) const noexcept;
-    bool removes_cancelled() const noexcept;
+    bool removes_cancelled(const task_type& t) const noexcept;
+    bool belongs_in_queue(const task_type& t) const noexcept;
     void on_cancelled(task_type& t) noexcept override;
     // Counts one more pending task or tracked executor; false if the pool had gone idle after
     // shutdown (the count is taken all the same, for finish_pending() to give back).

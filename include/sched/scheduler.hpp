@@ -249,7 +249,8 @@ private:
     {
         auto& service = boost::asio::use_service<detail::scheduler_service<Clock>>(
             boost::asio::query(ex, boost::asio::execution::context));
-        service.attach(pool, detail::io_context_of(ex));
+        const auto* io = detail::io_executor_of(ex);
+        service.attach(pool, io ? &io->context() : nullptr);
         return service;
     }
 

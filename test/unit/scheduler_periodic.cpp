@@ -138,6 +138,34 @@ BOOST_FIXTURE_TEST_CASE(total_cancellation_applies_only_before_the_first_tick, p
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
+BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_remove_on_cancel,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    sched::pool_options options = single_worker();
+    options.remove_on_cancel = false; // for tasks; an operation's handler is told at once
+    sched::test::manual_pool keeping(options);
+    sched::test::manual_scheduler on_keeping(io, keeping);
+    boost::asio::cancellation_signal signal;
+    std::atomic<bool> ticking{false};
+    std::atomic<bool> go_on{false};
+    on_keeping.async_schedule_at_fixed_rate(
+        0s, 1s,
+        [&] {
+            ticking = true;
+            while (!go_on)
+                std::this_thread::yield();
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(eventually([&] { return ticking.load(); }));
+    signal.emit(cancellation_type::terminal); // while it ticks: not in the queue to take out
+    go_on = true;
+    complete_one(); // the clock has not moved: the end comes now, not at the next tick
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+    BOOST_TEST(keeping.queue().empty());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there_and_never_overlaps, periodic_fixture)
 {
     boost::asio::io_context ticks_io;

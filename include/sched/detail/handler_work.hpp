@@ -32,19 +32,15 @@ template <class T>
 inline constexpr bool has_own_executor =
     !std::is_same_v<boost::asio::associated_executor_t<T, no_executor>, no_executor>;
 
-// The io_context that `ex` submits to itself (an io_context's executor, or an any_io_executor
-// wrapping one), or null.
+// The io_context executor that `ex` is (or, for an any_io_executor, wraps), or null.
 template <class Executor>
-boost::asio::io_context* io_context_of(const Executor& ex) noexcept
+const boost::asio::io_context::executor_type* io_executor_of(const Executor& ex) noexcept
 {
     using io_executor = boost::asio::io_context::executor_type;
     if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
-    {
-        const io_executor* io = ex.template target<io_executor>();
-        return io ? &io->context() : nullptr;
-    }
+        return ex.template target<io_executor>();
     else if constexpr (std::is_same_v<Executor, io_executor>)
-        return &ex.context();
+        return &ex;
     else
         return nullptr;
 }
@@ -97,25 +93,26 @@ private:
 
     static storage track(const Executor& ex, const boost::asio::io_context* counted_elsewhere)
     {
-        constexpr auto tracked = boost::asio::execution::outstanding_work.tracked;
-        if constexpr (on_io)
+        if constexpr (polymorphic)
         {
-            const io_executor* io = nullptr;
-            if constexpr (polymorphic)
-                io = ex.template target<io_executor>();
-            else
-                io = &ex;
-            if constexpr (polymorphic)
-            {
-                if (!io)
-                    return storage(std::in_place_index<2>, boost::asio::prefer(ex, tracked));
-            }
-            if (&io->context() == counted_elsewhere)
-                return storage(std::in_place_index<0>, *io);
-            return storage(std::in_place_index<1>, boost::asio::prefer(*io, tracked));
+            if (const io_executor* io = io_executor_of(ex))
+                return track_io(*io, counted_elsewhere);
+            return storage(
+                std::in_place_index<2>,
+                boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked));
         }
+        else if constexpr (on_io)
+            return track_io(ex, counted_elsewhere);
         else
-            return boost::asio::prefer(ex, tracked);
+            return boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
+    }
+
+    static storage track_io(const io_executor& io, const boost::asio::io_context* counted_elsewhere)
+    {
+        if (&io.context() == counted_elsewhere)
+            return storage(std::in_place_index<0>, io);
+        return storage(std::in_place_index<1>,
+                       boost::asio::prefer(io, boost::asio::execution::outstanding_work.tracked));
     }
 
     template <class F>

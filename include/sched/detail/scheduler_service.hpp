@@ -76,19 +76,12 @@ public:
     void finished() noexcept
     {
         std::size_t live = live_.load(std::memory_order_relaxed);
-        // The last one (or any, once closing) goes under the mutex, to let go of the work.
-        while ((live & closing) == 0 && !(live == 1 && holds_work()))
+        // The last one, and any once closing, goes under the mutex: it may let go of the work.
+        while ((live & closing) == 0 && live != 1)
         {
             if (live_.compare_exchange_weak(live, live - 1, std::memory_order_release,
                                             std::memory_order_relaxed))
-            {
-                if (live == 1 && holds_work()) // a scheduler attached meanwhile, and saw it live
-                {
-                    std::lock_guard lock(mutex_);
-                    update_work();
-                }
                 return;
-            }
         }
         // shutdown() waits on the mutex, so it cannot return (and free this service) before
         // this unlocks.

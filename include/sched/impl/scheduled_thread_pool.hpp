@@ -280,10 +280,7 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
         // here. So is a cancel through an operation's slot, which may come from another thread
         // as it is queued: it finds the task queued, or the task is not queued. Once queued,
         // the task may run and be gone at any moment.
-        queued = queue_.push_if(t, due, [&] {
-            return accepts(t, open) && (t.state() == future_state::pending ||
-                                        !(removes_cancelled() || t.completes_handler()));
-        });
+        queued = queue_.push_if(t, due, [&] { return accepts(t, open) && belongs_in_queue(t); });
     }
     catch (...)
     {
@@ -437,10 +434,8 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     {
         // Checked under the queue's lock: a cancel or a shutdown that came while the task ran
         // either finds it queued (and takes it out) or is seen here.
-        queued = queue_.push_if(*t, due, [&] {
-            return keeps_after_shutdown(*t) &&
-                   (t->state() == future_state::pending || !removes_cancelled());
-        });
+        queued = queue_.push_if(*t, due,
+                                [&] { return keeps_after_shutdown(*t) && belongs_in_queue(*t); });
     }
     catch (...)
     {
@@ -498,18 +493,25 @@ bool basic_scheduled_thread_pool<Clock>::keeps_after_shutdown(const task_type& t
 }
 
 template <class Clock>
-bool basic_scheduled_thread_pool<Clock>::removes_cancelled() const noexcept
+bool basic_scheduled_thread_pool<Clock>::removes_cancelled(const task_type& t) const noexcept
 {
-    // Once shut down, a cancelled task left queued would only delay termination.
-    return options_.remove_on_cancel || state_.load() != run_state::running;
+    // Once shut down, a cancelled task left queued would only delay termination. An
+    // asynchronous operation's handler is told at once whatever remove_on_cancel says.
+    return options_.remove_on_cancel || state_.load() != run_state::running ||
+           t.completes_handler();
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::belongs_in_queue(const task_type& t) const noexcept
+{
+    return t.state() == future_state::pending || !removes_cancelled(t);
 }
 
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
-    // Called by cancel() on any thread, which holds a reference to t. An asynchronous
-    // operation's handler is told at once whatever remove_on_cancel says.
-    if ((removes_cancelled() || t.completes_handler()) && queue_.remove(t))
+    // Called by cancel() on any thread, which holds a reference to t.
+    if (removes_cancelled(t) && queue_.remove(t))
         retire(task_ptr(&t, false));
 }
 
