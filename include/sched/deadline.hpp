@@ -28,10 +28,10 @@ namespace sched {
  * started), and the new expiry is then kept for the next async_wait(). Between a move and the
  * expiry there is one winner: a move that returns true has prevented the old expiry.
  *
- * Pushing the expiry later (the idle-timeout case, on every message) is one atomic exchange: the
- * queue entry stays put, and when the old expiry comes, a worker finds the new one and puts the
- * entry back at it, once, however many times it was pushed. Pulling it earlier moves the entry
- * in place, in O(log n).
+ * Pushing the expiry later (the idle-timeout case, on every message) is one atomic exchange on
+ * a word inside the deadline object, which touches no other memory: the queue entry stays put,
+ * and when the old expiry comes, a worker finds the new one and puts the entry back at it, once,
+ * however many times it was pushed. Pulling it earlier moves the entry in place, in O(log n).
  *
  * The wait's handler completes through its associated executor (the deadline's executor by
  * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the
@@ -81,8 +81,10 @@ public:
 
     /// Takes over @p other's expiry and armed wait.
     basic_deadline(basic_deadline&& other) noexcept
-        : scheduler_(other.scheduler_), expiry_(other.expiry_), wait_(std::move(other.wait_))
-    {}
+        : scheduler_(other.scheduler_), expiry_(other.expiry_)
+    {
+        take_wait(other);
+    }
 
     /// Cancels this deadline's armed wait, then takes over @p other's.
     basic_deadline& operator=(basic_deadline&& other) noexcept
@@ -90,15 +92,20 @@ public:
         if (this != &other)
         {
             cancel();
+            let_go();
             scheduler_ = other.scheduler_;
             expiry_ = other.expiry_;
-            wait_ = std::move(other.wait_);
+            take_wait(other);
         }
         return *this;
     }
 
     /// Cancels the armed wait, if any.
-    ~basic_deadline() { cancel(); }
+    ~basic_deadline()
+    {
+        cancel();
+        let_go();
+    }
 
     /// The default completion executor.
     executor_type get_executor() const noexcept { return scheduler_.get_executor(); }
@@ -107,14 +114,21 @@ public:
     time_point expiry() const noexcept { return expiry_; }
 
     /// Whether a wait is armed: started, and neither fired nor cancelled.
-    bool armed() const noexcept { return wait_ && wait_->state() == future_state::pending; }
+    bool armed() const noexcept { return wait_ && !word_.has_fired(); }
 
     /// Sets the expiry to @p t, moving the armed wait in place.
     /** @returns true if it moved an armed wait; false if none was armed. */
     bool expires_at(time_point t) noexcept
     {
         expiry_ = t;
-        return wait_ && wait_->move_expiry(scheduler_.pool(), t);
+        if (!wait_)
+            return false;
+        const auto was = word_.move_to(t);
+        if (was == word_type::fired)
+            return false;
+        if (word_type::ticks(t) < was)
+            wait_->pull_in(scheduler_.pool(), t, word_);
+        return true;
     }
 
     /// Sets the expiry to @p d from now (saturating; a NaN is rejected with
@@ -150,12 +164,17 @@ private:
             using task = detail::async_task<Clock, detail::async_kind::wait, detail::no_work,
                                             std::decay_t<Handler>, Executor>;
             typename task::options opts;
-            opts.held = true;
             if (self->armed())
             {
-                opts.held = false;
                 opts.rejected_input = std::make_exception_ptr(
                     boost::system::system_error(boost::asio::error::already_started));
+            }
+            else
+            {
+                self->let_go(); // the word is this wait's alone from now on
+                self->word_.arm(self->expiry_);
+                opts.held = true;
+                opts.expiry = &self->word_;
             }
             auto wait = task::start(self->scheduler_.pool(), self->scheduler_.service(),
                                     self->scheduler_.get_executor(), std::forward<Handler>(handler),
@@ -165,9 +184,30 @@ private:
         }
     };
 
+    using word_type = detail::expiry_word<Clock>;
+
+    // Lets go of the last wait, which keeps its expiry in a word of its own from now on.
+    void let_go() noexcept
+    {
+        if (wait_)
+        {
+            wait_->relocate();
+            wait_.reset();
+        }
+    }
+
+    // Takes over other's wait, which finds its expiry in this deadline's word from now on.
+    void take_wait(basic_deadline& other) noexcept
+    {
+        wait_ = std::move(other.wait_);
+        if (wait_)
+            wait_->relocate(&word_);
+    }
+
     basic_scheduler<Clock, Executor> scheduler_;
     time_point expiry_ = time_point::max();
     boost::intrusive_ptr<detail::deadline_wait<Clock>> wait_; // the last wait started
+    word_type word_; // the armed wait's expiry, or fired: see detail::deadline_wait
 };
 
 /// The deadline on std::chrono::steady_clock with a polymorphic I/O executor.

@@ -169,4 +169,64 @@ BOOST_FIXTURE_TEST_CASE(destroying_or_moving_over_a_deadline_cancels_its_wait, d
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_moved_deadline_keeps_moving_its_wait_and_fires_once_at_its_last_expiry,
+                        deadline_fixture)
+{
+    deadline.expires_after(2s);
+    deadline.async_wait(on_expiry());
+    manual_deadline moved(std::move(deadline));
+    BOOST_TEST(moved.expires_after(3s)); // lazily, through the moved-to deadline
+    manual_deadline assigned(io, pool);
+    assigned = std::move(moved);
+    BOOST_TEST(assigned.armed());
+    BOOST_TEST(!moved.armed());
+    BOOST_TEST(!moved.expires_after(1s)); // the moved-from deadline has no wait to move
+    manual_clock::advance(2s);
+    settle(pool); // the entry comes out at 2 s and goes back at 3 s
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(assigned.expires_after(2s)); // to 4 s
+    manual_clock::advance(1s);
+    settle(pool);
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(assigned.armed());
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(!assigned.armed());
+    BOOST_TEST(!assigned.expires_after(1s));
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_wait_that_fired_does_not_touch_the_next_one, deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    manual_clock::advance(1s);
+    complete_one();
+    result.reset();
+    deadline.expires_after(5s);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.armed());
+    BOOST_TEST(deadline.expires_after(10s)); // to 11 s
+    manual_clock::advance(5s);
+    settle(pool);
+    BOOST_TEST(io.poll() == 0u);
+    manual_clock::advance(5s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(manual_clock::now() == at(11s));
+}
+
+BOOST_FIXTURE_TEST_CASE(after_a_shutdown_ended_the_wait_expires_after_reports_false,
+                        deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    (void)pool.shutdown_now();
+    BOOST_TEST(!deadline.armed());
+    BOOST_TEST(!deadline.expires_after(1s));
+    complete_one();
+    BOOST_TEST((result && *result == sched::error::shutdown));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

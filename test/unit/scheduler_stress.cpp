@@ -231,4 +231,81 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
     BOOST_TEST_MESSAGE("moves that came first: " << won << " of " << deadlines);
 }
 
+// Deadlines moved from object to object while workers find their expiries pushed back and put
+// their waits back in the queue, or fire them: every wait completes exactly once, with success
+// if its last move reported false (it had fired) and with operation_aborted if it reported true
+// (the final cancel then prevented the expiry).
+BOOST_AUTO_TEST_CASE(deadlines_moved_between_objects_while_workers_reach_their_expiries,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr std::size_t deadlines = 2000;
+    constexpr int rounds = 41; // odd: the waits end in other objects than they started in
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io;
+    auto guard = boost::asio::make_work_guard(io);
+    std::thread io_thread([&] { io.run(); });
+
+    std::vector<std::atomic<int>> completions(deadlines);
+    std::vector<std::atomic<int>> outcome(deadlines); // 1 success, 2 aborted, 3 other
+    std::vector<sched::deadline> here;
+    std::vector<sched::deadline> there;
+    here.reserve(deadlines);
+    there.reserve(deadlines);
+    for (std::size_t i = 0; i < deadlines; ++i)
+    {
+        sched::deadline& d = here.emplace_back(io, pool);
+        there.emplace_back(io, pool);
+        d.expires_after(50ms); // after the arming, even under a sanitizer
+        d.async_wait([&completions, &outcome, i](error_code ec) {
+            completions[i].fetch_add(1);
+            outcome[i].store(!ec ? 1 : ec == boost::asio::error::operation_aborted ? 2 : 3);
+        });
+    }
+    std::vector<bool> armed(deadlines, true);
+    for (int round = 0; round < rounds; ++round)
+    {
+        for (std::size_t i = 0; i < deadlines; ++i)
+        {
+            // Even ones from now to 2 ms ahead (some fire during the rounds, some are found
+            // pushed back and go back in the queue); odd ones a second ahead (each goes back
+            // once, if the rounds outlast 50 ms). On the workers, as the objects move.
+            armed[i] =
+                here[i].expires_after(i % 2 == 0 ? std::chrono::microseconds(50 * (i % 41))
+                                                 : std::chrono::microseconds(1s + 1ms * (i % 7)));
+            there[i] = std::move(here[i]); // the wait's expiry moves with the object
+        }
+        std::swap(here, there);
+    }
+    for (std::size_t i = 0; i < deadlines; ++i)
+    {
+        armed[i] = here[i].expires_after(1h);
+        here[i].cancel();
+    }
+
+    BOOST_TEST(eventually([&] {
+        for (const std::atomic<int>& c : completions)
+        {
+            if (c.load() == 0)
+                return false;
+        }
+        return true;
+    }));
+    guard.reset();
+    io_thread.join();
+
+    std::size_t once = 0;
+    std::size_t agree = 0;
+    std::size_t fired = 0;
+    for (std::size_t i = 0; i < deadlines; ++i)
+    {
+        once += completions[i].load() == 1;
+        const int o = outcome[i].load();
+        agree += (armed[i] && o == 2) || (!armed[i] && o == 1);
+        fired += o == 1;
+    }
+    BOOST_TEST(once == deadlines);
+    BOOST_TEST(agree == deadlines);
+    BOOST_TEST_MESSAGE("fired before the end: " << fired << " of " << deadlines);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -130,7 +130,9 @@ public:
     {
         period_kind kind = period_kind::one_shot;
         duration period{};
-        bool held = false;                   // a deadline keeps a reference to the node
+        bool held = false; // a deadline keeps a reference to the node
+        // A wait's expiry, if a deadline moves it (see deadline_wait); set before it is queued.
+        expiry_word<Clock>* expiry = nullptr;
         std::exception_ptr rejected_input{}; // complete with this at once, scheduling nothing
     };
 
@@ -177,7 +179,10 @@ public:
         {
             t->connect_slot();
             if constexpr (Kind == async_kind::wait)
-                t->set_expiry(due);
+            {
+                if (opts.expiry)
+                    t->attach(*opts.expiry);
+            }
             pool_access::queue(pool, *t, due); // hands over the runner's reference
         }
         return held;
@@ -245,16 +250,6 @@ public:
             return this->expiry(); // a deadline pushed back: see deadline_wait
         else
             return time_point::max();
-    }
-
-    bool due_after_all() noexcept override
-    {
-        if constexpr (Kind == async_kind::wait)
-        {
-            if (held_) // only a deadline's expiry moves
-                return base::due_after_all();
-        }
-        return true;
     }
 
     void fail(std::exception_ptr e) noexcept override

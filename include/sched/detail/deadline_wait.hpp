@@ -8,84 +8,172 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <limits>
 #include <thread>
 
 namespace sched::detail {
 
+// The expiry of a deadline's wait: one word, kept in the deadline object itself, so that pushing
+// the expiry back touches the deadline and not its queued node (at 100,000 connections each is a
+// cache miss). Holds the expiry's ticks, or `fired` once the wait has fired or been cancelled.
+template <class Clock>
+class expiry_word
+{
+public:
+    using time_point = typename Clock::time_point;
+    using rep = typename Clock::duration::rep;
+    static constexpr rep fired = std::numeric_limits<rep>::min();
+
+    static rep ticks(time_point t) noexcept
+    {
+        return std::max(t.time_since_epoch().count(), fired + 1);
+    }
+
+    // Before a wait that uses this word is queued: it expires at `t`.
+    void arm(time_point t) noexcept { value.store(ticks(t), std::memory_order_relaxed); }
+
+    // Sets the expiry to `t`, unless the wait has fired; returns the expiry it replaced, or
+    // `fired`.
+    rep move_to(time_point t) noexcept
+    {
+        const rep wanted = ticks(t);
+        rep was = value.load(std::memory_order_acquire);
+        while (was != fired && !value.compare_exchange_weak(was, wanted, std::memory_order_acq_rel,
+                                                            std::memory_order_acquire))
+        {}
+        return was;
+    }
+
+    bool has_fired() const noexcept { return value.load(std::memory_order_acquire) == fired; }
+
+    std::atomic<rep> value{fired};
+};
+
 // The wait of a basic_deadline: a queue node whose expiry moves without a handler invocation.
 //
-// Moving it later is lazy: one atomic exchange, and the node stays where it is in the queue.
-// When it comes due there, the runner finds the expiry still ahead (due_after_all()) and queues
-// it again at the expiry, so a deadline pushed back a thousand times before it falls costs one
-// extra pass through the queue. Moving it earlier moves the node in place (O(log n)), since the
-// queue would otherwise wake too late.
+// Moving it later is lazy: one atomic exchange on the deadline's expiry word, and the node stays
+// where it is in the queue. When it comes due there, the runner finds the expiry still ahead
+// (due_after_all()) and queues it again at the expiry, so a deadline pushed back a thousand times
+// before it falls costs one extra pass through the queue. Moving it earlier moves the node in
+// place (O(log n)), since the queue would otherwise wake too late.
 //
-// Moving and firing have one winner: the runner fires only by swapping the expiry for a "fired"
-// mark while it is due, and a move succeeds only if it swaps in its time before that.
+// Moving and firing have one winner: the runner fires only by swapping the expiry for `fired`
+// while it is due, and a move succeeds only if it swaps in its time before that. Cancelling marks
+// the word too.
+//
+// The word lives in the deadline, which may move or go while a runner or a canceller reaches
+// it through the node: they hold the node's link to it (a tag bit) while they use it, and the
+// deadline moves the link (to its new place, or to the node's own word as it lets go) only
+// while nobody holds it. A wait not attached to a deadline (the scheduler's async_wait) is due
+// when it is queued.
 template <class Clock>
 class deadline_wait : public task<Clock>
 {
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
+    using word_type = expiry_word<Clock>;
 
-    // Sets the expiry to `t`; returns false if the wait has fired (or is firing) or has ended.
-    bool move_expiry(basic_scheduled_thread_pool<Clock>& pool, time_point t) noexcept
+    // Owner only, before the node is queued: its expiry is `word`.
+    void attach(word_type& word) noexcept
     {
-        const rep wanted = std::max(t.time_since_epoch().count(), fired + 1);
-        rep was = expiry_.load(std::memory_order_acquire);
-        do
+        link_.store(reinterpret_cast<std::uintptr_t>(&word), std::memory_order_release);
+    }
+
+    // Owner only: the deadline's word moves to `to` (its value with it), or the deadline lets go
+    // of the node (to its own word).
+    void relocate(word_type* to = nullptr) noexcept
+    {
+        if (!to)
+            to = &own_;
+        std::uintptr_t at = link_.load(std::memory_order_acquire);
+        for (;;)
         {
-            if (was == fired)
-                return false;
-        } while (!expiry_.compare_exchange_weak(was, wanted, std::memory_order_acq_rel,
-                                                std::memory_order_acquire));
-        if (wanted < was)
-        {
-            // Earlier: move the node now. A runner holding it (to queue it again at the old
-            // expiry) puts it back in a moment; then move it.
-            while (!pool_access::reschedule(pool, *this, t) &&
-                   expiry_.load(std::memory_order_acquire) != fired &&
-                   this->state() == future_state::pending)
+            if ((at & held) != 0)
+            {
                 std::this_thread::yield();
+                at = link_.load(std::memory_order_acquire);
+            }
+            else if (link_.compare_exchange_weak(at, at | held, std::memory_order_acquire))
+                break;
         }
-        return this->state() == future_state::pending;
+        to->value.store(as_word(at).value.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
+        link_.store(reinterpret_cast<std::uintptr_t>(to), std::memory_order_release);
+    }
+
+    // Owner only, after `word` moved earlier: moves the node to `t` in its pool's queue. A runner
+    // holding it (to queue it again at the old expiry) puts it back in a moment; then move it.
+    void pull_in(basic_scheduled_thread_pool<Clock>& pool, time_point t, const word_type& word)
+    {
+        while (!pool_access::reschedule(pool, *this, t) && !word.has_fired() &&
+               this->state() == future_state::pending)
+            std::this_thread::yield();
     }
 
     bool due_after_all() noexcept override
     {
-        const rep now = Clock::now().time_since_epoch().count();
-        rep expiry = expiry_.load(std::memory_order_acquire);
-        while (expiry <= now)
-        {
-            if (expiry_.compare_exchange_weak(expiry, fired, std::memory_order_acq_rel,
-                                              std::memory_order_acquire))
-                return true;
-        }
-        return false;
+        if (link_.load(std::memory_order_relaxed) == 0)
+            return true;
+        const typename word_type::rep now = Clock::now().time_since_epoch().count();
+        return with_word([&](word_type& word) {
+            typename word_type::rep expiry = word.value.load(std::memory_order_acquire);
+            while (expiry <= now)
+            {
+                if (word.value.compare_exchange_weak(expiry, word_type::fired,
+                                                     std::memory_order_acq_rel,
+                                                     std::memory_order_acquire))
+                    return true;
+            }
+            requeue_at_ = time_point(duration(expiry));
+            return false;
+        });
     }
 
 protected:
     using task<Clock>::task;
 
-    // Before the node is queued.
-    void set_expiry(time_point t) noexcept
-    {
-        expiry_.store(std::max(t.time_since_epoch().count(), fired + 1), std::memory_order_relaxed);
-    }
-
-    // Runner only, when due_after_all() said no.
-    time_point expiry() const noexcept
-    {
-        return time_point(duration(expiry_.load(std::memory_order_acquire)));
-    }
+    // Runner only, when due_after_all() said no: when it is due after all.
+    time_point expiry() const noexcept { return requeue_at_; }
 
 private:
-    using rep = typename duration::rep;
-    static constexpr rep fired = std::numeric_limits<rep>::min();
+    static constexpr std::uintptr_t held = 1;
 
-    std::atomic<rep> expiry_{std::numeric_limits<rep>::max()};
+    static word_type& as_word(std::uintptr_t at) noexcept
+    {
+        return *reinterpret_cast<word_type*>(at & ~held);
+    }
+
+    void note_cancelled() noexcept override
+    {
+        if (link_.load(std::memory_order_relaxed) != 0)
+        {
+            with_word([](word_type& word) {
+                word.value.store(word_type::fired, std::memory_order_release);
+                return true;
+            });
+        }
+    }
+
+    // Runs f on the word, which cannot move meanwhile.
+    template <class F>
+    bool with_word(F f) noexcept
+    {
+        std::uintptr_t at = link_.fetch_or(held, std::memory_order_acquire);
+        while ((at & held) != 0)
+        {
+            std::this_thread::yield();
+            at = link_.fetch_or(held, std::memory_order_acquire);
+        }
+        const bool result = f(as_word(at));
+        link_.store(at, std::memory_order_release);
+        return result;
+    }
+
+    std::atomic<std::uintptr_t> link_{0}; // the word, or 0 for a wait with no deadline
+    word_type own_;                       // the word once the deadline has let go
+    time_point requeue_at_{};             // runner only
 };
 
 } // namespace sched::detail

@@ -97,6 +97,7 @@ public:
             request_stop();
             state_.store(future_state::interrupted);
         }
+        note_cancelled();
         wake_waiters();
         if (task_owner<Clock>* owner = owner_.load(std::memory_order_acquire))
             owner->on_cancelled(*this);
@@ -212,6 +213,9 @@ protected:
     bool body_released() const noexcept { return body_released_; }
 
 private:
+    // Just cancelled, before waiters and the owner are told.
+    virtual void note_cancelled() noexcept {}
+
     virtual void destroy_body() noexcept = 0;
     virtual void destroy() noexcept = 0;
 
