@@ -142,6 +142,15 @@ public:
      */
     node* take(std::stop_token stop = {});
 
+    /// Like take(), and calls @p on_take(task) under the queue's lock as the task leaves: whoever
+    /// counts the tasks it holds outside the queue counts this one before anyone can see the
+    /// queue without it (see if_empty()). @p on_take must not throw.
+    template <class OnTake>
+    node* take(std::stop_token stop, OnTake on_take)
+    {
+        return take_until(time_point::max(), stop, on_take);
+    }
+
     /// Removes and returns the head if it is due; nullptr otherwise. Never blocks.
     node* poll();
 
@@ -154,6 +163,16 @@ public:
 
     /// Like take(), but gives up and returns nullptr once the clock reaches @p deadline.
     node* poll_until(time_point deadline, std::stop_token stop = {});
+
+    /// Calls @p f() under the queue's lock if no task is queued: no task is pushed or taken
+    /// meanwhile.
+    /** @returns what @p f returned; false, without calling it, if a task is queued. */
+    template <class F>
+    bool if_empty(F f)
+    {
+        std::lock_guard lock(mutex_);
+        return heap_.empty() && f();
+    }
 
     /// Removes @p task if it is queued here: O(log n) through its recorded heap index.
     /** @returns true if it was removed; false if it was not in this queue. */
@@ -234,7 +253,8 @@ private:
     }
 
     bool push_locked(node& task, time_point due);
-    node* take_until(time_point deadline, std::stop_token& stop);
+    template <class OnTake>
+    node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
     void wake_all() noexcept;
 

@@ -254,17 +254,19 @@ private:
     // Queues a new task the caller holds a reference to, plus the runner's reference it hands
     // over. Applies the rejection policy if the pool does not accept it.
     void queue_new(task_type& t, time_point due);
-    // Whether a new task may be queued; `open` says whether the pool had not gone idle.
-    bool accepts(const task_type& t, bool open) const noexcept;
+    // Under the queue's lock: whether a new task may be queued.
+    bool accepts(const task_type& t) const noexcept;
     void reject(task_type& t);
 
     void worker_main(std::size_t index);
-    void run(task_ptr t, const std::stop_token& stop);
+    // Runs or retires a task a worker took; false if the run went on elsewhere (detached), and
+    // the task stays counted as pending until it comes back.
+    bool run(task_ptr t, const std::stop_token& stop);
     void finish_run(task_type& t, std::exception_ptr error) noexcept override;
     // The end of a run: re-queues a periodic task or retires the task, then after_execute.
     void after_run(task_ptr t, std::exception_ptr error) noexcept;
     void requeue(task_ptr t, time_point due) noexcept;
-    // The runner is done with the task: frees its body, drops the reference, counts it finished.
+    // The runner is done with the task: frees its body and drops the reference.
     void retire(task_ptr t) noexcept;
     // The same for a task that will not run again, cancelling it first if it is still pending.
     void retire_cancelled(task_ptr t) noexcept;
@@ -274,9 +276,9 @@ private:
     bool removes_cancelled(const task_type& t) const noexcept;
     bool belongs_in_queue(const task_type& t) const noexcept;
     void on_cancelled(task_type& t) noexcept override;
-    // Counts one more pending task or tracked executor; false if the pool had gone idle after
-    // shutdown (the count is taken all the same, for finish_pending() to give back).
-    bool take_pending() noexcept;
+    // Counts one more task held outside the queue, or tracked executor (even once the pool has
+    // gone idle after shutdown: finish_pending() gives it back all the same).
+    void take_pending() noexcept;
     void finish_pending() noexcept;
     // After shutdown: once nothing is pending, marks the pool idle and lets the workers go.
     void stop_if_idle() noexcept;
@@ -306,9 +308,10 @@ private:
     const pool_options options_;
     queue_type queue_;
     std::atomic<run_state> state_{run_state::running};
-    // Tasks accepted and not yet finished (queued, or taken by a worker) and tracked executors.
-    // When it reaches zero after shutdown, idle_bit joins it for good: nothing can be queued
-    // again, and the workers are stopped.
+    // Tasks taken out of the queue by a worker and not yet done with (detached runs included),
+    // and tracked executors: the queued tasks are the queue's size. When both are zero after
+    // shutdown, idle_bit joins it for good: nothing can be queued again, and the workers are
+    // stopped. Arming and cancelling a task touch neither.
     std::atomic<std::size_t> pending_{0};
     static constexpr std::size_t idle_bit = ~(~std::size_t(0) >> 1);
     std::stop_source stop_;     // the workers exit; running stop-token tasks see it

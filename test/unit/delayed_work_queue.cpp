@@ -452,6 +452,67 @@ BOOST_AUTO_TEST_CASE(take_returns_nothing_when_stop_is_requested, *boost::unit_t
     BOOST_TEST(queue.take(stop.get_token()) == nullptr); // already requested: at once
 }
 
+BOOST_AUTO_TEST_CASE(take_tells_its_callback_of_each_task_it_takes_and_of_no_other)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, 0s);
+    queue.push(b, 10s);
+    std::vector<int> told;
+    const auto tell = [&](node& n) noexcept {
+        told.push_back(id_of(&n));
+    };
+    BOOST_TEST(id_of(queue.take({}, tell)) == 1);
+    BOOST_TEST(told == std::vector<int>{1}, boost::test_tools::per_element());
+    std::stop_source stop;
+    stop.request_stop();
+    BOOST_TEST(queue.take(stop.get_token(), tell) == nullptr); // b is not due: nothing taken
+    BOOST_TEST(told.size() == 1u);
+    BOOST_TEST(queue.size() == 1u);
+}
+
+// What the pool's idleness rests on: a task is counted by take's callback before if_empty() can
+// find the queue without it.
+BOOST_AUTO_TEST_CASE(if_empty_never_sees_a_taken_task_uncounted, *boost::unit_test::timeout(60))
+{
+    constexpr int tasks = 2000;
+    for (int i = 0; i < tasks; ++i)
+        queue.push(make(i), 0s);
+    std::atomic<int> counted{0};
+    auto taker = std::async(std::launch::async, [&] {
+        for (int i = 0; i < tasks; ++i)
+            (void)queue.take({}, [&](node&) noexcept { counted.fetch_add(1); });
+    });
+    int seen = -1;
+    while (!queue.if_empty([&] {
+        seen = counted.load();
+        return true;
+    }))
+    {}
+    taker.get();
+    BOOST_TEST(seen == tasks);
+}
+
+BOOST_AUTO_TEST_CASE(if_empty_calls_its_function_only_while_nothing_is_queued)
+{
+    int called = 0;
+    BOOST_TEST(queue.if_empty([&] {
+        ++called;
+        return true;
+    }));
+    BOOST_TEST(!queue.if_empty([&] {
+        ++called;
+        return false; // what it returns is what if_empty returns
+    }));
+    BOOST_TEST(called == 2);
+    queue.push(make(1), 10s);
+    BOOST_TEST(!queue.if_empty([&] {
+        ++called;
+        return true;
+    }));
+    BOOST_TEST(called == 2);
+}
+
 BOOST_AUTO_TEST_CASE(poll_gives_up_when_the_clock_passes_its_deadline,
                      *boost::unit_test::timeout(60))
 {

@@ -95,7 +95,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
 template <class Clock>
 auto basic_delayed_work_queue<Clock>::take(std::stop_token stop) -> node*
 {
-    return take_until(time_point::max(), stop);
+    return take_until(time_point::max(), stop, [](node&) noexcept {});
 }
 
 template <class Clock>
@@ -110,7 +110,7 @@ auto basic_delayed_work_queue<Clock>::poll() -> node*
 template <class Clock>
 auto basic_delayed_work_queue<Clock>::poll_until(time_point deadline, std::stop_token stop) -> node*
 {
-    return take_until(deadline, stop);
+    return take_until(deadline, stop, [](node&) noexcept {});
 }
 
 template <class Clock>
@@ -224,8 +224,10 @@ std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::take_until(time_point deadline, std::stop_token& stop)
-    -> node*
+template <class OnTake>
+auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
+                                                 std::stop_token& stop,
+                                                 OnTake on_take) -> node*
 {
     // Declared before the lock so that it is destroyed after unlocking: its destructor waits for
     // a running callback, and the callback takes the lock.
@@ -241,6 +243,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline, std::stop_
         if (!heap_.empty() && is_due(heap_.front().due, now))
         {
             taken = pop_head();
+            on_take(*taken);
             break;
         }
         if (deadline <= now)

@@ -169,7 +169,7 @@ void basic_pool_executor<Clock, Allocator, Bits>::start_work() const noexcept
 {
     // Counted even if the pool has gone idle: finish_work() gives it back all the same.
     if (pool_)
-        (void)pool_->take_pending();
+        pool_->take_pending();
 }
 
 template <class Clock, class Allocator, unsigned int Bits>

@@ -183,7 +183,6 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
             t->release_body();
         }
         t.reset();
-        finish_pending();
     }
     stop_workers();
     if (failure)
@@ -269,36 +268,30 @@ decltype(auto) basic_scheduled_thread_pool<Clock>::decorate(F&& f, Make make)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
 {
-    // Counted before the state is checked: shutdown() stores the state before it reads the
-    // count, so either it waits for this task or this call sees the shutdown.
-    const bool open = take_pending();
     bool queued = false;
     try
     {
         // Checked under the queue's lock: a shutdown stores the state before it drains the
-        // queue, so it either finds the task there (and applies its policies to it) or is seen
-        // here. So is a cancel through an operation's slot, which may come from another thread
-        // as it is queued: it finds the task queued, or the task is not queued. Once queued,
-        // the task may run and be gone at any moment.
-        queued = queue_.push_if(t, due, [&] { return accepts(t, open) && belongs_in_queue(t); });
+        // queue, and the pool goes idle only under that lock (stop_if_idle()), so either the
+        // task is found there (and the policies applied to it) or the shutdown is seen here.
+        // So is a cancel through an operation's slot, which may come from another thread as it
+        // is queued: it finds the task queued, or the task is not queued. Once queued, the task
+        // may run and be gone at any moment.
+        queued = queue_.push_if(t, due, [&] { return accepts(t) && belongs_in_queue(t); });
     }
     catch (...)
     {
         t.set_owner(nullptr);
         t.release_body();
         t.release();
-        finish_pending();
         throw;
     }
     if (!queued) // shut down, or cancelled: reject() tells an operation's handler which
-    {
-        finish_pending();
         reject(t);
-    }
 }
 
 template <class Clock>
-bool basic_scheduled_thread_pool<Clock>::accepts(const task_type& t, bool open) const noexcept
+bool basic_scheduled_thread_pool<Clock>::accepts(const task_type& t) const noexcept
 {
     switch (state_.load())
     {
@@ -306,7 +299,7 @@ bool basic_scheduled_thread_pool<Clock>::accepts(const task_type& t, bool open) 
         return true;
     case run_state::shutdown:
         // Once idle, the workers are gone or going: nothing could run the function.
-        return open && t.is_executor_function();
+        return (pending_.load() & idle_bit) == 0 && t.is_executor_function();
     case run_state::stopped:
         break;
     }
@@ -350,8 +343,16 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
     detail::wake_on_time();
     detail::call_hook(options_.on_thread_start, index);
     const std::stop_token stop = stop_.get_token();
-    while (typename queue_type::node* n = queue_.take(stop))
-        run(task_ptr(static_cast<task_type*>(n), false), stop);
+    // Each task taken is counted as pending as it leaves the queue, and until the worker is done
+    // with it (or, for a detached run, until the run comes back).
+    const auto count_taken = [this](typename queue_type::node&) noexcept {
+        take_pending();
+    };
+    while (typename queue_type::node* n = queue_.take(stop, count_taken))
+    {
+        if (run(task_ptr(static_cast<task_type*>(n), false), stop))
+            finish_pending();
+    }
     detail::call_hook(options_.on_thread_stop, index);
     if (live_workers_.fetch_sub(1) == 1)
     {
@@ -362,30 +363,33 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& stop)
+bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& stop)
 {
     if (t->state() != future_state::pending) // cancelled while queued, remove_on_cancel off
     {
         retire(std::move(t));
-        return;
+        return true;
     }
     if (!may_run(*t)) // Java: canRunInCurrentRunState
     {
         retire_cancelled(std::move(t));
-        return;
+        return true;
     }
     if (!t->due_after_all())
     {
         const time_point due = t->next_due(Clock::now());
         requeue(std::move(t), due);
-        return;
+        return true;
     }
     detail::call_hook(options_.before_execute);
     detail::run_outcome outcome = t->run(stop);
     if (outcome.detached) // the task took the runner's reference and calls finish_run()
+    {
         (void)t.detach();
-    else
-        after_run(std::move(t), std::move(outcome.error));
+        return false;
+    }
+    after_run(std::move(t), std::move(outcome.error));
+    return true;
 }
 
 template <class Clock>
@@ -393,6 +397,7 @@ void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception
 {
     t.set_owner(this); // a detached run unsets it (see detail::owner_link)
     after_run(task_ptr(&t, false), std::move(error));
+    finish_pending(); // the worker that detached the run left it counted
 }
 
 template <class Clock>
@@ -454,7 +459,6 @@ void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
 {
     t->release_body();
     t.reset();
-    finish_pending();
 }
 
 template <class Clock>
@@ -512,7 +516,11 @@ void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
     // Called by cancel() on any thread, which holds a reference to t.
     if (removes_cancelled(t) && queue_.remove(t))
+    {
         retire(task_ptr(&t, false));
+        if (state_.load() != run_state::running)
+            stop_if_idle(); // it may have been the last task of a shut-down pool
+    }
 }
 
 template <class Clock>
@@ -540,9 +548,9 @@ auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::except
 }
 
 template <class Clock>
-bool basic_scheduled_thread_pool<Clock>::take_pending() noexcept
+void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
 {
-    return (pending_.fetch_add(1) & idle_bit) == 0;
+    pending_.fetch_add(1);
 }
 
 template <class Clock>
@@ -556,12 +564,16 @@ void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::stop_if_idle() noexcept
 {
-    // Only from zero: a task counted meanwhile keeps the pool busy, and its finish_pending()
-    // comes back here. Once set, the bit makes take_pending() report the pool idle, so that an
-    // executor function submitted as the pool goes idle is refused rather than stranded in the
-    // queue of a pool whose workers are leaving.
-    std::size_t idle = 0;
-    if (pending_.compare_exchange_strong(idle, idle_bit))
+    // Only with nothing queued, decided under the queue's lock (no task is pushed or taken
+    // meanwhile), and only from zero: a task held or a tracked executor counted meanwhile keeps
+    // the pool busy, and its finish_pending() comes back here. Once set, the bit makes accepts()
+    // refuse executor functions, so that one submitted as the pool goes idle is refused rather
+    // than stranded in the queue of a pool whose workers are leaving.
+    const bool idle = queue_.if_empty([this] {
+        std::size_t none = 0;
+        return pending_.compare_exchange_strong(none, idle_bit);
+    });
+    if (idle)
         stop_workers();
 }
 
