@@ -178,6 +178,19 @@ public:
     /** @returns true if it was removed; false if it was not in this queue. */
     bool remove(node& task) noexcept;
 
+    /// Like remove(), and if it removes @p task, calls @p on_remove(n) under the queue's lock,
+    /// with n the number of tasks left: whoever decides something on the queue being empty
+    /// decides it before anyone can push or take. @p on_remove must not throw.
+    template <class OnRemove>
+    bool remove(node& task, OnRemove on_remove) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        if (!remove_locked(task))
+            return false;
+        on_remove(heap_.size());
+        return true;
+    }
+
     /// Moves @p task, if it is queued here, to be due at @p due: O(log n) in place (it then comes
     /// after tasks already queued for the same time).
     /**
@@ -263,6 +276,7 @@ private:
     std::size_t sift_down(std::size_t i) noexcept;
     void rebuild() noexcept;
     node* pop_head() noexcept;
+    bool remove_locked(node& task) noexcept;
     void remove_at(std::size_t i) noexcept;
     void release_spare_capacity() noexcept;
     void check_invariants(std::size_t touched) const noexcept;

@@ -266,13 +266,15 @@ private:
     // The end of a run: re-queues a periodic task or retires the task, then after_execute.
     void after_run(task_ptr t, std::exception_ptr error) noexcept;
     void requeue(task_ptr t, time_point due) noexcept;
-    // The runner is done with the task: frees its body and drops the reference.
-    void retire(task_ptr t) noexcept;
+    // The runner is done with the task: frees its body and drops the reference. Touches
+    // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
+    static void retire(task_ptr t) noexcept;
     // The same for a task that will not run again, cancelling it first if it is still pending.
     void retire_cancelled(task_ptr t) noexcept;
 
     bool may_run(const task_type& t) const noexcept;
-    bool keeps_after_shutdown(const task_type& t) const noexcept;
+    // Whether `t`, due at `due`, may stay queued (or go back in the queue) in this run state.
+    bool keeps_after_shutdown(const task_type& t, time_point due) const noexcept;
     bool removes_cancelled(const task_type& t) const noexcept;
     bool belongs_in_queue(const task_type& t) const noexcept;
     void on_cancelled(task_type& t) noexcept override;
@@ -282,6 +284,11 @@ private:
     void finish_pending() noexcept;
     // After shutdown: once nothing is pending, marks the pool idle and lets the workers go.
     void stop_if_idle() noexcept;
+    // The same, for a caller that does not know whether the pool is shut down.
+    void stop_if_shut_down_and_idle() noexcept;
+    // Under the queue's lock, with nothing queued: marks the pool idle if nothing is pending
+    // either; returns whether it did (the caller then lets the workers go).
+    bool become_idle() noexcept;
     void stop_workers() noexcept;
 
     // Whether this thread is one of the pool's workers.

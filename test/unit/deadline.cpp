@@ -229,4 +229,17 @@ BOOST_FIXTURE_TEST_CASE(after_a_shutdown_ended_the_wait_expires_after_reports_fa
     BOOST_TEST((result && *result == sched::error::shutdown));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_pool_open,
+                        deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_at(manual_clock::time_point::max())); // lazily: still at 1 s
+    pool.shutdown(); // a delayed wait may still run; one due never would keep the pool forever
+    manual_clock::advance(1s);
+    BOOST_TEST(pool.await_termination(60s));
+    complete_one();
+    BOOST_TEST((result && *result == sched::error::shutdown));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -426,4 +426,18 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handle
     sched::test::pool_fixture::settle(pool);
 }
 
+BOOST_AUTO_TEST_CASE(a_shut_down_pool_terminates_once_the_io_context_takes_its_last_operations)
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(1h, [](error_code) {});
+        pool.shutdown(); // the wait stays queued: delayed tasks run after shutdown by default
+        BOOST_TEST(!pool.is_terminated());
+    } // the io_context goes, and its operation with it: nothing is left for the pool
+    BOOST_TEST(pool.await_termination(60s));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -177,12 +177,12 @@ public:
         }
         else
         {
-            t->connect_slot();
             if constexpr (Kind == async_kind::wait)
             {
-                if (opts.expiry)
+                if (opts.expiry) // before the slot: a cancel through it marks the word
                     t->attach(*opts.expiry);
             }
+            t->connect_slot();
             pool_access::queue(pool, *t, due); // hands over the runner's reference
         }
         return held;
@@ -196,7 +196,7 @@ public:
     {
         if constexpr (Kind == async_kind::wait)
         {
-            if (this->begin_completing())
+            if (this->completion_begun() || this->begin_completing())
                 this->end_completing(future_state::normal);
             return {};
         }

@@ -16,7 +16,8 @@ namespace sched::detail {
 
 // The expiry of a deadline's wait: one word, kept in the deadline object itself, so that pushing
 // the expiry back touches the deadline and not its queued node (at 100,000 connections each is a
-// cache miss). Holds the expiry's ticks, or `fired` once the wait has fired or been cancelled.
+// cache miss). Holds the expiry's ticks, or `fired` once the wait has fired or been cancelled (a
+// wait that cannot go back in the queue, out of memory, ends without marking it).
 template <class Clock>
 class expiry_word
 {
@@ -117,7 +118,7 @@ public:
         if (link_.load(std::memory_order_relaxed) == 0)
             return true;
         const typename word_type::rep now = Clock::now().time_since_epoch().count();
-        return with_word([&](word_type& word) {
+        const bool due = with_word([&](word_type& word) {
             typename word_type::rep expiry = word.value.load(std::memory_order_acquire);
             while (expiry <= now)
             {
@@ -129,6 +130,11 @@ public:
             requeue_at_ = time_point(duration(expiry));
             return false;
         });
+        // Fired: the completion begins now, so that a cancel that comes later fails, as the
+        // deadline's expires_at(), armed() and cancel() all say once the word reads `fired`.
+        if (due)
+            completion_begun_ = this->begin_completing();
+        return due;
     }
 
 protected:
@@ -136,6 +142,10 @@ protected:
 
     // Runner only, when due_after_all() said no: when it is due after all.
     time_point expiry() const noexcept { return requeue_at_; }
+
+    // Runner only, after due_after_all() said yes: whether it began the completion (else the
+    // run begins it, unless a cancel came first).
+    bool completion_begun() const noexcept { return completion_begun_; }
 
 private:
     static constexpr std::uintptr_t held = 1;
@@ -174,6 +184,7 @@ private:
     std::atomic<std::uintptr_t> link_{0}; // the word, or 0 for a wait with no deadline
     word_type own_;                       // the word once the deadline has let go
     time_point requeue_at_{};             // runner only
+    bool completion_begun_ = false;       // runner only
 };
 
 } // namespace sched::detail

@@ -117,6 +117,12 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
 {
     std::lock_guard lock(mutex_);
+    return remove_locked(task);
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::remove_locked(node& task) noexcept
+{
     const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
     if (i >= heap_.size() || heap_[i].task != &task) // not queued, or queued elsewhere
         return false;

@@ -150,7 +150,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     std::exception_ptr failure;
     std::vector<task_ptr> dropped = take_queued(
         [this](const task_type& t) {
-            return t.state() != future_state::pending || !keeps_after_shutdown(t);
+            return t.state() != future_state::pending || !keeps_after_shutdown(t, t.due_time());
         },
         failure);
     for (task_ptr& t : dropped)
@@ -439,8 +439,8 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     {
         // Checked under the queue's lock: a cancel or a shutdown that came while the task ran
         // either finds it queued (and takes it out) or is seen here.
-        queued = queue_.push_if(*t, due,
-                                [&] { return keeps_after_shutdown(*t) && belongs_in_queue(*t); });
+        queued = queue_.push_if(
+            *t, due, [&] { return keeps_after_shutdown(*t, due) && belongs_in_queue(*t); });
     }
     catch (...)
     {
@@ -490,10 +490,11 @@ bool basic_scheduled_thread_pool<Clock>::may_run(const task_type& t) const noexc
 }
 
 template <class Clock>
-bool basic_scheduled_thread_pool<Clock>::keeps_after_shutdown(const task_type& t) const noexcept
+bool basic_scheduled_thread_pool<Clock>::keeps_after_shutdown(const task_type& t,
+                                                              time_point due) const noexcept
 {
     // A task due "never" would hold a shut-down pool open forever without running.
-    return state_.load() == run_state::running || (may_run(t) && t.due_time() != time_point::max());
+    return state_.load() == run_state::running || (may_run(t) && due != time_point::max());
 }
 
 template <class Clock>
@@ -514,13 +515,20 @@ bool basic_scheduled_thread_pool<Clock>::belongs_in_queue(const task_type& t) co
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
-    // Called by cancel() on any thread, which holds a reference to t.
-    if (removes_cancelled(t) && queue_.remove(t))
-    {
-        retire(task_ptr(&t, false));
-        if (state_.load() != run_state::running)
-            stop_if_idle(); // it may have been the last task of a shut-down pool
-    }
+    // Called by cancel() on any thread, which holds a reference to t. It may be the last task
+    // of a shut-down pool: whether the pool is then idle is decided as it leaves the queue,
+    // since from then on another thread may find the pool idle, let the workers go and see the
+    // pool destroyed. Until the workers are let go, the pool is still there.
+    if (!removes_cancelled(t))
+        return;
+    bool idle = false;
+    if (!queue_.remove(t, [&](std::size_t left) noexcept {
+            idle = left == 0 && state_.load() != run_state::running && become_idle();
+        }))
+        return;
+    retire(task_ptr(&t, false));
+    if (idle)
+        stop_workers();
 }
 
 template <class Clock>
@@ -569,12 +577,22 @@ void basic_scheduled_thread_pool<Clock>::stop_if_idle() noexcept
     // the pool busy, and its finish_pending() comes back here. Once set, the bit makes accepts()
     // refuse executor functions, so that one submitted as the pool goes idle is refused rather
     // than stranded in the queue of a pool whose workers are leaving.
-    const bool idle = queue_.if_empty([this] {
-        std::size_t none = 0;
-        return pending_.compare_exchange_strong(none, idle_bit);
-    });
-    if (idle)
+    if (queue_.if_empty([this] { return become_idle(); }))
         stop_workers();
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::become_idle() noexcept
+{
+    std::size_t none = 0;
+    return pending_.compare_exchange_strong(none, idle_bit);
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::stop_if_shut_down_and_idle() noexcept
+{
+    if (state_.load() != run_state::running)
+        stop_if_idle();
 }
 
 template <class Clock>
