@@ -282,12 +282,11 @@ private:
     // gone idle after shutdown: finish_pending() gives it back all the same).
     void take_pending() noexcept;
     void finish_pending() noexcept;
-    // After shutdown: once nothing is pending, marks the pool idle and lets the workers go.
+    // If the pool is shut down and nothing is queued or pending, marks it idle and lets the
+    // workers go.
     void stop_if_idle() noexcept;
-    // The same, for a caller that does not know whether the pool is shut down.
-    void stop_if_shut_down_and_idle() noexcept;
-    // Under the queue's lock, with nothing queued: marks the pool idle if nothing is pending
-    // either; returns whether it did (the caller then lets the workers go).
+    // Under the queue's lock, with nothing queued: marks the pool idle if it is shut down and
+    // nothing is pending either; returns whether it did (the caller then lets the workers go).
     bool become_idle() noexcept;
     void stop_workers() noexcept;
 

@@ -53,7 +53,7 @@ struct pool_access
         for (auto& t : pool.take_queued(
                  [context](const task<Clock>& t) { return t.context() == context; }, failure))
             pool.retire_cancelled(std::move(t));
-        pool.stop_if_shut_down_and_idle(); // they may have been a shut-down pool's last tasks
+        pool.stop_if_idle(); // they may have been a shut-down pool's last tasks
     }
 
     template <class Clock>

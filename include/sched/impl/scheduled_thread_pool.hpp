@@ -522,9 +522,7 @@ void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
     if (!removes_cancelled(t))
         return;
     bool idle = false;
-    if (!queue_.remove(t, [&](std::size_t left) noexcept {
-            idle = left == 0 && state_.load() != run_state::running && become_idle();
-        }))
+    if (!queue_.remove(t, [&](std::size_t left) noexcept { idle = left == 0 && become_idle(); }))
         return;
     retire(task_ptr(&t, false));
     if (idle)
@@ -564,7 +562,8 @@ void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
 {
-    // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check).
+    // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check); a
+    // running pool need not take the queue's lock to find that out.
     if (pending_.fetch_sub(1) == 1 && state_.load() != run_state::running)
         stop_if_idle();
 }
@@ -585,14 +584,7 @@ template <class Clock>
 bool basic_scheduled_thread_pool<Clock>::become_idle() noexcept
 {
     std::size_t none = 0;
-    return pending_.compare_exchange_strong(none, idle_bit);
-}
-
-template <class Clock>
-void basic_scheduled_thread_pool<Clock>::stop_if_shut_down_and_idle() noexcept
-{
-    if (state_.load() != run_state::running)
-        stop_if_idle();
+    return state_.load() != run_state::running && pending_.compare_exchange_strong(none, idle_bit);
 }
 
 template <class Clock>
