@@ -21,6 +21,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/counting_allocator.hpp"
 #include "support/io_fixture.hpp"
@@ -359,8 +360,8 @@ BOOST_FIXTURE_TEST_CASE(operations_on_a_shut_down_pool_complete_with_the_shutdow
     scheduler.async_schedule(
         1s, [] { return 1; }, [&](std::exception_ptr e, int) { error = e; });
     BOOST_TEST(!result); // through the handler's executor, not inline
-    complete_one();
-    complete_one();
+    BOOST_TEST(!error);
+    run_to_end();
     BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
     BOOST_TEST(code_in(error) == make_error_code(sched::error::shutdown));
 }
@@ -423,6 +424,90 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handle
     BOOST_TEST(!invoked);
     BOOST_TEST(pool.queue().size() == 0u);
     manual_clock::advance(2h); // nothing left to fire into the dead context
+    sched::test::pool_fixture::settle(pool);
+}
+
+BOOST_FIXTURE_TEST_CASE(completions_ready_together_run_in_the_order_their_operations_ended,
+                        scheduler_fixture)
+{
+    constexpr int count = 5;
+    boost::asio::cancellation_signal signals[count];
+    std::vector<int> order;
+    for (int i = 0; i < count; ++i)
+    {
+        scheduler.async_wait(
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&order, i](error_code ec) {
+                BOOST_TEST(ec == boost::asio::error::operation_aborted);
+                order.push_back(i);
+            }));
+    }
+    // Cancelled on the io_context's thread: their completions join one batch there.
+    boost::asio::post(io, [&] {
+        for (int i : {3, 1, 4, 0, 2})
+            signals[i].emit(cancellation_type::terminal);
+        BOOST_TEST(order.empty()); // never inside the emits
+    });
+    run_to_end();
+    BOOST_TEST(order == (std::vector<int>{3, 1, 4, 0, 2}), boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_run_after,
+                        scheduler_fixture)
+{
+    constexpr int count = 3;
+    boost::asio::cancellation_signal signals[count];
+    int runs[count] = {};
+    for (int i = 0; i < count; ++i)
+    {
+        scheduler.async_wait(
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&runs, i](error_code) {
+                ++runs[i];
+                if (i == 1)
+                    throw custom_error();
+            }));
+    }
+    boost::asio::post(io, [&] { // on the io_context's thread: one batch
+        for (auto& signal : signals)
+            signal.emit(cancellation_type::terminal);
+    });
+    io.restart();
+    BOOST_CHECK_THROW(io.run(), custom_error); // out of run(), as from any handler
+    BOOST_TEST(runs[0] == 1);
+    BOOST_TEST(runs[1] == 1);
+    BOOST_TEST(runs[2] == 0);
+    run_to_end();
+    BOOST_TEST(runs[0] == 1);
+    BOOST_TEST(runs[1] == 1);
+    BOOST_TEST(runs[2] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_destroys_completions_it_has_not_run)
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    int invoked = 0;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        boost::asio::cancellation_signal signals[2];
+        for (auto& signal : signals)
+        {
+            scheduler.async_wait(1h,
+                                 boost::asio::bind_cancellation_slot(
+                                     signal.slot(), [&invoked, alive](error_code) { ++invoked; }));
+        }
+        alive.reset();
+        boost::asio::post(io, [&] { // on the io_context's thread: one batch, queued
+            for (auto& signal : signals)
+                signal.emit(cancellation_type::terminal);
+        });
+        BOOST_TEST(io.run_one() == 1u); // the cancels only
+        BOOST_TEST(pool.queue().size() == 0u);
+    }                            // the io_context goes without running the batch
+    BOOST_TEST(watch.expired()); // their handlers went with it
+    BOOST_TEST(invoked == 0);
     sched::test::pool_fixture::settle(pool);
 }
 

@@ -3,6 +3,7 @@
 
 #include <sched/error.hpp>
 
+#include <sched/detail/completion_queue.hpp>
 #include <sched/detail/deadline_wait.hpp>
 #include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
@@ -112,7 +113,8 @@ inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
 // leaves `pending` as its run starts.
 template <class Clock, async_kind Kind, class Work, class Handler, class IoExecutor>
 class async_task final
-    : public std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>
+    : public std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>,
+      private queued_completion
 {
     using base = std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>;
 
@@ -349,7 +351,8 @@ private:
                const allocator_type& alloc,
                const options& opts)
         : base(opts.kind, opts.held ? 2 : 1, &pool_access::owner(pool)), // the runner's [, held]
-          work_(std::forward<W>(work)), handler_(std::forward<H>(handler)),
+          queued_completion(&run_queued), work_(std::forward<W>(work)),
+          handler_(std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation, which is
           // always, but while a bound tick runs: see run().
           handler_work_(handler_,
@@ -446,18 +449,27 @@ private:
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
         try
         {
-            if (handler_work_.on_io())
-                handler_work_.post(completion(this));
-            else
-            {
-                scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
-                                                  [&] { handler_work_.post(completion(this)); });
-            }
+            submit_completion(counted);
         }
         catch (...) // out of memory: the completion destroyed the handler unrun
         {}
         if (counted)
             counted->finished(); // the context has it now
+    }
+
+    // Hands the completion to the handler's executor (throws if out of memory).
+    void submit_completion(scheduler_service<Clock>* counted)
+    {
+        // On a thread of the scheduler's io_context, it joins a batch there.
+        if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
+            return;
+        if (handler_work_.on_io())
+            handler_work_.post(completion(this));
+        else
+        {
+            scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
+                                              [&] { handler_work_.post(completion(this)); });
+        }
     }
 
     void uncount() noexcept
@@ -488,6 +500,16 @@ private:
         }
         let_go();
         std::apply(std::move(handler), std::move(args));
+    }
+
+    // The completion's action in its service's completion_queue.
+    static void run_queued(queued_completion& c, bool invoke)
+    {
+        async_task& t = static_cast<async_task&>(c);
+        if (invoke)
+            t.complete();
+        else
+            t.abandon();
     }
 
     void abandon() noexcept

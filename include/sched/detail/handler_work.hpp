@@ -70,6 +70,15 @@ public:
         });
     }
 
+    // Whether the executor is an io_context's whose work is counted elsewhere (not here).
+    bool counted_elsewhere() const noexcept
+    {
+        if constexpr (on_io)
+            return ex_.index() == 0;
+        else
+            return false;
+    }
+
     boost::asio::execution_context& context() const noexcept
     {
         boost::asio::execution_context* context = nullptr;
@@ -179,6 +188,10 @@ public:
         else
             return true;
     }
+
+    // Whether the handler completes through the I/O executor, on the io_context whose work is
+    // counted elsewhere: its scheduler's service's.
+    bool on_counted_io() const noexcept { return on_io() && handler_.counted_elsewhere(); }
 
     // The execution context of the handler's executor.
     boost::asio::execution_context& handler_context() const noexcept { return handler_.context(); }

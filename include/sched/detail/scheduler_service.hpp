@@ -3,6 +3,7 @@
 
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/completion_queue.hpp>
 #include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
@@ -95,6 +96,20 @@ public:
         }
     }
 
+    // On a thread running this service's io_context (known: holds_work()), queues `c` to be
+    // invoked there in a batch with others (see completion_queue) and returns true. Elsewhere
+    // (a worker) it returns false: the caller posts the completion alone, and the io_context
+    // shares such completions out among its threads. The caller holds a count (started(), not
+    // yet finished()) until this returns.
+    bool complete_here(queued_completion& c) noexcept
+    {
+        boost::asio::io_context& io = *io_.load(std::memory_order_relaxed);
+        if (!io.get_executor().running_in_this_thread())
+            return false;
+        completions_.push(c, io);
+        return true;
+    }
+
     // Runs `post`, which submits a function to `target`, so that `target` cannot finish shutting
     // down (and be freed) while the submission is still under way: Asio's io_context signals its
     // waiting thread after it has queued the function, which may by then have run. A caller that
@@ -155,6 +170,7 @@ private:
         work_.reset();
     }
 
+    completion_queue completions_;
     std::mutex mutex_;
     std::condition_variable drained_;
     std::vector<attached> pools_; // guarded by mutex_
