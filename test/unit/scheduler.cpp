@@ -428,7 +428,8 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handle
 }
 
 BOOST_FIXTURE_TEST_CASE(completions_ready_together_run_in_the_order_their_operations_ended,
-                        scheduler_fixture)
+                        scheduler_fixture,
+                        *boost::unit_test::timeout(60)) // a count left held: run() hangs
 {
     constexpr int count = 5;
     boost::asio::cancellation_signal signals[count];
@@ -452,7 +453,8 @@ BOOST_FIXTURE_TEST_CASE(completions_ready_together_run_in_the_order_their_operat
 }
 
 BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_run_after,
-                        scheduler_fixture)
+                        scheduler_fixture,
+                        *boost::unit_test::timeout(60)) // a count left held: run() hangs
 {
     constexpr int count = 3;
     boost::asio::cancellation_signal signals[count];
@@ -481,7 +483,8 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_ru
     BOOST_TEST(runs[2] == 1);
 }
 
-BOOST_AUTO_TEST_CASE(destroying_the_io_context_destroys_completions_it_has_not_run)
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_destroys_completions_it_has_not_run,
+                     *boost::unit_test::timeout(60)) // a count left held: shutdown hangs
 {
     sched::test::manual_clock_fixture time;
     manual_pool pool(1);

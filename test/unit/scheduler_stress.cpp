@@ -168,6 +168,62 @@ BOOST_AUTO_TEST_CASE(asio_operations_complete_exactly_once_under_cross_thread_ca
     BOOST_TEST(pool.queue().size() == 0u);
 }
 
+// Operations cancelled on the io_context's own threads complete in batches that those threads
+// run, while the workers post the completions of the operations that expire: every handler runs
+// exactly once, and run() returns once they all have (no batch keeps the io_context's work).
+BOOST_AUTO_TEST_CASE(batched_completions_from_several_io_threads_run_exactly_once,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr int total = 40000;
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::vector<boost::asio::cancellation_signal> signals(total);
+    std::vector<std::atomic<int>> invoked(total);
+    std::atomic<int> aborted{0};
+    std::atomic<int> expired{0};
+    std::atomic<int> unexpected{0};
+    int cancels = 0;
+
+    std::mt19937 random(7);
+    for (int id = 0; id < total; ++id)
+    {
+        const bool cancelled = random() % 4 != 0;
+        cancels += cancelled;
+        const auto delay =
+            cancelled ? std::chrono::microseconds(1h) : std::chrono::microseconds(random() % 2000);
+        auto& signal = signals[static_cast<std::size_t>(id)];
+        scheduler.async_wait(
+            delay, boost::asio::bind_cancellation_slot(signal.slot(), [&, id](error_code ec) {
+                invoked[static_cast<std::size_t>(id)].fetch_add(1);
+                if (ec == boost::asio::error::operation_aborted)
+                    aborted.fetch_add(1);
+                else if (!ec)
+                    expired.fetch_add(1);
+                else
+                    unexpected.fetch_add(1);
+            }));
+        // Emitted by whichever io thread runs it, before the operation can complete otherwise.
+        if (cancelled)
+            boost::asio::post(io,
+                              [&signal] { signal.emit(boost::asio::cancellation_type::terminal); });
+    }
+    std::vector<std::thread> io_threads;
+    for (int i = 0; i < 2; ++i)
+        io_threads.emplace_back([&] { io.run(); });
+    for (std::thread& t : io_threads)
+        t.join(); // run() returned: every operation has completed
+
+    int once = 0;
+    for (const std::atomic<int>& n : invoked)
+        once += n.load() == 1;
+    BOOST_TEST(once == total);
+    BOOST_TEST(aborted.load() == cancels);
+    BOOST_TEST(expired.load() == total - cancels);
+    BOOST_TEST(unexpected.load() == 0);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
 // Moving a deadline and its expiry race on the real clock: a move that returns true has
 // prevented the expiry (the wait is later cancelled and completes with operation_aborted); one
 // that returns false lost to it (the wait completes with success). Never both, never neither.

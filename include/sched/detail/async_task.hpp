@@ -447,29 +447,23 @@ private:
             this->add_ref();
         // Once posted, the node may be freed on another thread at any moment.
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
+        // On a thread of the scheduler's io_context, it joins a batch there, with its count.
+        if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
+            return;
         try
         {
-            submit_completion(counted);
+            if (handler_work_.on_io())
+                handler_work_.post(completion(this));
+            else
+            {
+                scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
+                                                  [&] { handler_work_.post(completion(this)); });
+            }
         }
         catch (...) // out of memory: the completion destroyed the handler unrun
         {}
         if (counted)
             counted->finished(); // the context has it now
-    }
-
-    // Hands the completion to the handler's executor (throws if out of memory).
-    void submit_completion(scheduler_service<Clock>* counted)
-    {
-        // On a thread of the scheduler's io_context, it joins a batch there.
-        if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
-            return;
-        if (handler_work_.on_io())
-            handler_work_.post(completion(this));
-        else
-        {
-            scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
-                                              [&] { handler_work_.post(completion(this)); });
-        }
     }
 
     void uncount() noexcept

@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 
 #include <atomic>
+#include <cstddef>
 #include <utility>
 
 namespace sched::detail {
@@ -19,6 +20,7 @@ public:
     explicit queued_completion(action act) noexcept : action_(act) {}
 
 private:
+    template <class Counter>
     friend class completion_queue;
 
     action action_;
@@ -30,17 +32,20 @@ private:
 // completion queued by the time it runs, oldest first (as an Asio strand runs its ready
 // handlers). A batch then costs one post and one turn of the io_context's loop, not one each.
 //
-// While the queue is not empty, a runner is posted or about to be: push() says who posts it,
-// and that caller must keep the io_context's work counted until it has.
+// Each completion comes in holding a count on `Counter` (which keeps the io_context's work while
+// any is held); whoever takes completions out lets go of theirs in one step,
+// `Counter::finished(n)`: the runner as it starts (the io_context counts the runner itself), or
+// whoever destroys them unrun.
+template <class Counter>
 class completion_queue
 {
 public:
-    completion_queue() = default;
+    explicit completion_queue(Counter& counter) noexcept : counter_(counter) {}
     completion_queue(const completion_queue&) = delete;
     completion_queue& operator=(const completion_queue&) = delete;
 
     // Queues `c` and, if the queue was empty, posts a runner to `io`. A runner the io_context
-    // destroys unrun (or that cannot be posted) destroys its completions unrun.
+    // destroys unrun (or that cannot be posted) destroys the completions it would have run.
     void push(queued_completion& c, boost::asio::io_context& io) noexcept
     {
         queued_completion* head = head_.load(std::memory_order_relaxed);
@@ -52,9 +57,13 @@ public:
             post_runner(io, runner(*this, io));
     }
 
+    // Destroys every queued completion unrun: their io_context is shutting down, and nothing
+    // runs it any more.
+    void abandon_all() noexcept { abandon(take_all()); }
+
 private:
     // Posted to the io_context: runs what is queued when it runs (`batch_` null), or the rest
-    // of an earlier batch whose handler threw (`batch_`, in order).
+    // of an earlier batch whose handler threw (`batch_`, in order, counts already let go of).
     class runner
     {
     public:
@@ -68,14 +77,19 @@ private:
         runner& operator=(runner&&) = delete;
         ~runner()
         {
-            if (queue_)
-                abandon(batch_ ? batch_ : queue_->take_all());
+            if (!queue_) // ran, or moved from
+                return;
+            if (batch_)
+                destroy_unrun(batch_);
+            else
+                queue_->abandon(queue_->take_all());
         }
 
         void operator()()
         {
             completion_queue& queue = *std::exchange(queue_, nullptr);
-            queued_completion* batch = batch_ ? std::exchange(batch_, nullptr) : queue.take_all();
+            queued_completion* batch =
+                batch_ ? std::exchange(batch_, nullptr) : queue.release(queue.take_all());
             // A handler that throws leaves the rest to a runner of their own; the exception
             // goes on out of the io_context's run(), as Asio's own handlers' do.
             struct rest
@@ -134,16 +148,40 @@ private:
         return oldest_first;
     }
 
-    static void abandon(queued_completion* batch) noexcept
+    // Lets go of the counts that the completions of `batch` hold; returns `batch`.
+    queued_completion* release(queued_completion* batch) noexcept
     {
+        std::size_t n = 0;
+        for (queued_completion* c = batch; c; c = c->next_)
+            ++n;
+        if (n != 0)
+            counter_.finished(n);
+        return batch;
+    }
+
+    // Destroys the completions of `batch` unrun, then lets go of their counts.
+    void abandon(queued_completion* batch) noexcept
+    {
+        std::size_t n = destroy_unrun(batch);
+        if (n != 0)
+            counter_.finished(n);
+    }
+
+    // Returns how many there were.
+    static std::size_t destroy_unrun(queued_completion* batch) noexcept
+    {
+        std::size_t n = 0;
         while (batch)
         {
             queued_completion& c = *batch;
             batch = c.next_;
             c.action_(c, false);
+            ++n;
         }
+        return n;
     }
 
+    Counter& counter_;
     std::atomic<queued_completion*> head_{nullptr};
 };
 

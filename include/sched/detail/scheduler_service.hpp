@@ -74,21 +74,22 @@ public:
         }
     }
 
-    void finished() noexcept
+    // `n` operations (n > 0) may no longer post to this context.
+    void finished(std::size_t n = 1) noexcept
     {
         std::size_t live = live_.load(std::memory_order_relaxed);
-        // The last one, and any once closing, goes under the mutex: it may let go of the work.
-        while ((live & closing) == 0 && live != 1)
+        // The last ones, and any once closing, go under the mutex: they may let go of the work.
+        while ((live & closing) == 0 && live > n)
         {
-            if (live_.compare_exchange_weak(live, live - 1, std::memory_order_release,
+            if (live_.compare_exchange_weak(live, live - n, std::memory_order_release,
                                             std::memory_order_relaxed))
                 return;
         }
         // shutdown() waits on the mutex, so it cannot return (and free this service) before
         // this unlocks.
         std::lock_guard lock(mutex_);
-        const std::size_t was = live_.fetch_sub(1);
-        if ((was & ~closing) == 1)
+        const std::size_t was = live_.fetch_sub(n);
+        if ((was & ~closing) == n)
         {
             update_work();
             if (was & closing)
@@ -97,10 +98,10 @@ public:
     }
 
     // On a thread running this service's io_context (known: holds_work()), queues `c` to be
-    // invoked there in a batch with others (see completion_queue) and returns true. Elsewhere
-    // (a worker) it returns false: the caller posts the completion alone, and the io_context
-    // shares such completions out among its threads. The caller holds a count (started(), not
-    // yet finished()) until this returns.
+    // invoked there in a batch with others (see completion_queue) and returns true: `c` takes
+    // over its operation's count (started(), not finished()). Elsewhere (a worker) it returns
+    // false: the caller posts the completion alone, and the io_context shares such completions
+    // out among its threads.
     bool complete_here(queued_completion& c) noexcept
     {
         boost::asio::io_context& io = *io_.load(std::memory_order_relaxed);
@@ -165,12 +166,13 @@ private:
         }
         for (attached& a : pools)
             a.link->with_owner([&] { pool_access::abandon_context(*a.pool, this); });
+        completions_.abandon_all(); // nothing runs the context any more
         std::unique_lock lock(mutex_);
         drained_.wait(lock, [this] { return live_.load() == closing; });
         work_.reset();
     }
 
-    completion_queue completions_;
+    completion_queue<scheduler_service> completions_{*this};
     std::mutex mutex_;
     std::condition_variable drained_;
     std::vector<attached> pools_; // guarded by mutex_
