@@ -1,5 +1,8 @@
 #include <sched/scheduler.hpp>
 
+#include <sched/detail/completion_queue.hpp>
+#include <sched/detail/scheduler_service.hpp>
+
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -452,9 +455,39 @@ BOOST_FIXTURE_TEST_CASE(completions_ready_together_run_in_the_order_their_operat
     BOOST_TEST(order == (std::vector<int>{3, 1, 4, 0, 2}), boost::test_tools::per_element());
 }
 
-BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_run_after,
+BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_run_after_in_order,
                         scheduler_fixture,
                         *boost::unit_test::timeout(60)) // a count left held: run() hangs
+{
+    // Waits 0, 1 and 2 end in one batch; 0 cancels 3 (queued behind the batch) and 1 throws.
+    constexpr int count = 4;
+    boost::asio::cancellation_signal signals[count];
+    std::vector<int> order;
+    for (int i = 0; i < count; ++i)
+    {
+        scheduler.async_wait(
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&, i](error_code) {
+                order.push_back(i);
+                if (i == 0)
+                    signals[3].emit(cancellation_type::terminal);
+                if (i == 1)
+                    throw custom_error();
+            }));
+    }
+    boost::asio::post(io, [&] { // on the io_context's thread: one batch
+        for (int i = 0; i < 3; ++i)
+            signals[i].emit(cancellation_type::terminal);
+    });
+    io.restart();
+    BOOST_CHECK_THROW(io.run(), custom_error); // out of run(), as from any handler
+    BOOST_TEST(order == (std::vector<int>{0, 1}), boost::test_tools::per_element());
+    run_to_end(); // the rest of the batch first, then what was queued behind it
+    BOOST_TEST(order == (std::vector<int>{0, 1, 2, 3}), boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_handler_that_stops_the_io_context_loses_no_other_handler,
+                        scheduler_fixture,
+                        *boost::unit_test::timeout(60))
 {
     constexpr int count = 3;
     boost::asio::cancellation_signal signals[count];
@@ -462,25 +495,53 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_leaves_the_rest_of_its_batch_to_ru
     for (int i = 0; i < count; ++i)
     {
         scheduler.async_wait(
-            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&runs, i](error_code) {
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&, i](error_code) {
                 ++runs[i];
-                if (i == 1)
-                    throw custom_error();
+                io.stop();
             }));
     }
     boost::asio::post(io, [&] { // on the io_context's thread: one batch
         for (auto& signal : signals)
             signal.emit(cancellation_type::terminal);
     });
+    // As with a strand, the batch runs to its end: stop() ends run() after it, not inside it.
     io.restart();
-    BOOST_CHECK_THROW(io.run(), custom_error); // out of run(), as from any handler
-    BOOST_TEST(runs[0] == 1);
-    BOOST_TEST(runs[1] == 1);
-    BOOST_TEST(runs[2] == 0);
+    io.run();
+    for (int i = 0; i < count; ++i)
+        BOOST_TEST(runs[i] == 1);
+    run_to_end(); // and nothing is left over, nothing runs twice
+    for (int i = 0; i < count; ++i)
+        BOOST_TEST(runs[i] == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_long_batch_lets_other_handlers_run_before_its_end,
+                        scheduler_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    constexpr std::size_t share =
+        sched::detail::completion_queue<sched::detail::scheduler_service<manual_clock>>::share;
+    constexpr std::size_t count = share + share / 2;
+    std::vector<boost::asio::cancellation_signal> signals(count);
+    std::vector<std::size_t> order; // the waits' indices, and count for the other handler
+    for (std::size_t i = 0; i < count; ++i)
+    {
+        scheduler.async_wait(
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(),
+                                                    [&, i](error_code) { order.push_back(i); }));
+    }
+    boost::asio::post(io, [&] {
+        for (auto& signal : signals)
+            signal.emit(cancellation_type::terminal);
+        boost::asio::post(io, [&] { order.push_back(count); }); // after the batch's runner
+    });
     run_to_end();
-    BOOST_TEST(runs[0] == 1);
-    BOOST_TEST(runs[1] == 1);
-    BOOST_TEST(runs[2] == 1);
+    std::vector<std::size_t> expected;
+    for (std::size_t i = 0; i < share; ++i)
+        expected.push_back(i);
+    expected.push_back(count); // its turn comes after one runner's share
+    for (std::size_t i = share; i < count; ++i)
+        expected.push_back(i);
+    BOOST_TEST(order == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_destroys_completions_it_has_not_run,

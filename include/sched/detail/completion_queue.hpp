@@ -1,11 +1,14 @@
 #ifndef SCHED_DETAIL_COMPLETION_QUEUE_HPP
 #define SCHED_DETAIL_COMPLETION_QUEUE_HPP
 
+#include <sched/detail/atomic_mutex.hpp>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <utility>
 
 namespace sched::detail {
@@ -32,20 +35,29 @@ private:
 // completion queued by the time it runs, oldest first (as an Asio strand runs its ready
 // handlers). A batch then costs one post and one turn of the io_context's loop, not one each.
 //
+// A runner invokes at most `share` handlers; what is left then, or when a handler throws (the
+// exception goes on out of run()), is carried over to the next runner, ahead of anything queued
+// since, and a runner is posted for it. So other handlers and other threads get their turn, and
+// the order holds. Like a strand's runner, it does not look for io_context::stop() between
+// handlers (asking costs a lock of the io_context's mutex per handler).
+//
 // Each completion comes in holding a count on `Counter` (which keeps the io_context's work while
-// any is held); whoever takes completions out lets go of theirs in one step,
-// `Counter::finished(n)`: the runner as it starts (the io_context counts the runner itself), or
-// whoever destroys them unrun.
+// any is held); whoever takes completions out of the queue lets go of theirs in one step,
+// `Counter::finished(n)`: a runner as it starts (the io_context counts the runner itself), or
+// whoever destroys them unrun. Carried-over completions hold no count.
 template <class Counter>
 class completion_queue
 {
 public:
+    // Handlers one runner invokes before it lets the io_context run something else.
+    static constexpr std::size_t share = 64;
+
     explicit completion_queue(Counter& counter) noexcept : counter_(counter) {}
     completion_queue(const completion_queue&) = delete;
     completion_queue& operator=(const completion_queue&) = delete;
 
     // Queues `c` and, if the queue was empty, posts a runner to `io`. A runner the io_context
-    // destroys unrun (or that cannot be posted) destroys the completions it would have run.
+    // destroys unrun (or that cannot be posted) destroys every completion left unrun.
     void push(queued_completion& c, boost::asio::io_context& io) noexcept
     {
         queued_completion* head = head_.load(std::memory_order_relaxed);
@@ -54,16 +66,21 @@ public:
         while (!head_.compare_exchange_weak(head, &c, std::memory_order_release,
                                             std::memory_order_relaxed));
         if (head == nullptr)
-            post_runner(io, runner(*this, io));
+            post_runner(io);
     }
 
-    // Destroys every queued completion unrun: their io_context is shutting down, and nothing
-    // runs it any more.
-    void abandon_all() noexcept { abandon(take_all()); }
+    // Destroys every completion left unrun: their io_context is shutting down, and nothing runs
+    // it any more (or a runner could not be posted).
+    void abandon_all() noexcept
+    {
+        destroy_unrun(take_carried());
+        const std::size_t n = destroy_unrun(take_all());
+        if (n != 0)
+            counter_.finished(n);
+    }
 
 private:
-    // Posted to the io_context: runs what is queued when it runs (`batch_` null), or the rest
-    // of an earlier batch whose handler threw (`batch_`, in order, counts already let go of).
+    // Posted to the io_context: runs what was carried over, then what is queued.
     class runner
     {
     public:
@@ -71,44 +88,35 @@ private:
             : queue_(&queue), io_(&io)
         {}
         runner(runner&& other) noexcept
-            : queue_(std::exchange(other.queue_, nullptr)), io_(other.io_),
-              batch_(std::exchange(other.batch_, nullptr))
+            : queue_(std::exchange(other.queue_, nullptr)), io_(other.io_)
         {}
         runner& operator=(runner&&) = delete;
         ~runner()
         {
-            if (!queue_) // ran, or moved from
-                return;
-            if (batch_)
-                destroy_unrun(batch_);
-            else
-                queue_->abandon(queue_->take_all());
+            if (queue_) // never ran
+                queue_->abandon_all();
         }
 
         void operator()()
         {
             completion_queue& queue = *std::exchange(queue_, nullptr);
             queued_completion* batch =
-                batch_ ? std::exchange(batch_, nullptr) : queue.release(queue.take_all());
-            // A handler that throws leaves the rest to a runner of their own; the exception
-            // goes on out of the io_context's run(), as Asio's own handlers' do.
-            struct rest
+                append(queue.take_carried(), queue.release(queue.take_all()));
+            struct carry_rest
             {
                 completion_queue& queue;
                 boost::asio::io_context& io;
                 queued_completion*& batch;
-                ~rest()
+                ~carry_rest()
                 {
                     if (batch)
-                    {
-                        runner more(queue, io);
-                        more.batch_ = std::exchange(batch, nullptr);
-                        post_runner(io, std::move(more));
-                    }
+                        queue.carry_over(io, std::exchange(batch, nullptr));
                 }
             } guard{queue, *io_, batch};
-            while (batch)
+            for (std::size_t invoked = 0; batch; ++invoked)
             {
+                if (invoked == share)
+                    return;
                 queued_completion& c = *batch;
                 batch = c.next_;
                 c.action_(c, true);
@@ -116,20 +124,17 @@ private:
         }
 
     private:
-        friend class completion_queue;
-
         completion_queue* queue_;
         boost::asio::io_context* io_;
-        queued_completion* batch_ = nullptr;
     };
 
-    static void post_runner(boost::asio::io_context& io, runner r) noexcept
+    void post_runner(boost::asio::io_context& io) noexcept
     {
         try
         {
-            boost::asio::post(io.get_executor(), std::move(r));
+            boost::asio::post(io.get_executor(), runner(*this, io));
         }
-        catch (...) // out of memory: `r` destroys its completions unrun
+        catch (...) // out of memory: the runner destroyed what was left unrun
         {}
     }
 
@@ -159,12 +164,36 @@ private:
         return batch;
     }
 
-    // Destroys the completions of `batch` unrun, then lets go of their counts.
-    void abandon(queued_completion* batch) noexcept
+    // Keeps `rest` (counts let go of) for the next runner to run first, and posts one.
+    void carry_over(boost::asio::io_context& io, queued_completion* rest) noexcept
     {
-        std::size_t n = destroy_unrun(batch);
-        if (n != 0)
-            counter_.finished(n);
+        {
+            std::lock_guard lock(carried_mutex_);
+            carried_ = append(carried_, rest);
+            has_carried_.store(true, std::memory_order_relaxed);
+        }
+        post_runner(io);
+    }
+
+    queued_completion* take_carried() noexcept
+    {
+        if (!has_carried_.load(std::memory_order_relaxed))
+            return nullptr; // a runner posted by carry_over() will look again under the lock
+        std::lock_guard lock(carried_mutex_);
+        has_carried_.store(false, std::memory_order_relaxed);
+        return std::exchange(carried_, nullptr);
+    }
+
+    // `first`, then `second`.
+    static queued_completion* append(queued_completion* first, queued_completion* second) noexcept
+    {
+        if (!first)
+            return second;
+        queued_completion* last = first;
+        while (last->next_)
+            last = last->next_;
+        last->next_ = second;
+        return first;
     }
 
     // Returns how many there were.
@@ -183,6 +212,9 @@ private:
 
     Counter& counter_;
     std::atomic<queued_completion*> head_{nullptr};
+    atomic_mutex carried_mutex_;
+    std::atomic<bool> has_carried_{false}; // whether carried_ may hold any
+    queued_completion* carried_ = nullptr; // guarded by carried_mutex_
 };
 
 } // namespace sched::detail
