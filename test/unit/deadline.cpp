@@ -1,10 +1,13 @@
 #include <sched/deadline.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <memory>
 #include <optional>
 
 #include "support/io_fixture.hpp"
@@ -240,6 +243,27 @@ BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_po
     BOOST_TEST(pool.await_termination(60s));
     complete_one();
     BOOST_TEST((result && *result == sched::error::shutdown));
+}
+
+BOOST_AUTO_TEST_CASE(an_io_context_destroyed_first_takes_an_armed_deadlines_handler_with_it)
+{
+    sched::test::manual_clock_fixture time;
+    sched::test::manual_pool pool(1);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    std::optional<manual_deadline> deadline;
+    {
+        boost::asio::io_context io;
+        deadline.emplace(io, pool);
+        deadline->expires_after(1h);
+        // Bound to a strand: the wait counts work on the io_context until its handler goes.
+        deadline->async_wait(
+            boost::asio::bind_executor(boost::asio::make_strand(io), [alive](error_code) {}));
+        alive.reset();
+    } // the io_context goes first, with the wait pending and the deadline still there
+    BOOST_TEST(watch.expired()); // the handler (and the work it counted) went with the context
+    deadline.reset();
+    sched::test::pool_fixture::settle(pool);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

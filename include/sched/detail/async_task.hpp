@@ -275,7 +275,7 @@ private:
         using allocator_type = decltype(node_allocator(std::declval<handler_allocator>()));
 
         explicit completion(async_task* t) noexcept
-            : t_(t), alloc_(node_allocator(boost::asio::get_associated_allocator(t->handler_)))
+            : t_(t), alloc_(node_allocator(boost::asio::get_associated_allocator(*t->handler_)))
         {}
         completion(completion&& other) noexcept
             : t_(std::exchange(other.t_, nullptr)), alloc_(other.alloc_)
@@ -352,10 +352,10 @@ private:
                const options& opts)
         : base(opts.kind, opts.held ? 2 : 1, &pool_access::owner(pool)), // the runner's [, held]
           queued_completion(&run_queued), work_(std::forward<W>(work)),
-          handler_(std::forward<H>(handler)),
+          handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation, which is
           // always, but while a bound tick runs: see run().
-          handler_work_(handler_,
+          handler_work_(*handler_,
                         io,
                         Kind == async_kind::periodic && tick_is_bound<Work> ? nullptr
                                                                             : service.holds_work()),
@@ -377,7 +377,7 @@ private:
     void connect_slot()
     {
         boost::asio::cancellation_slot slot =
-            boost::asio::get_associated_cancellation_slot(handler_);
+            boost::asio::get_associated_cancellation_slot(*handler_);
         if (slot.is_connected())
         {
             slot.template emplace<cancellation_handler>(this);
@@ -484,7 +484,7 @@ private:
     void complete()
     {
         clear_slot();
-        Handler handler(std::move(handler_));
+        Handler handler(std::move(*handler_));
         auto args = outcome();
         {
             // Released before the handler runs, while this completion keeps its context
@@ -506,9 +506,16 @@ private:
             t.abandon();
     }
 
+    // The completion is destroyed unrun: its executor's context is going. The handler and the
+    // work it counts go now, even if a deadline keeps the node: they belong to that context.
     void abandon() noexcept
     {
         clear_slot();
+        if (held_)
+        {
+            handler_.reset();
+            handler_work<Handler, IoExecutor> work(std::move(handler_work_));
+        }
         let_go();
     }
 
@@ -569,7 +576,7 @@ private:
     }
 
     [[no_unique_address]] Work work_;
-    Handler handler_;
+    std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
     boost::asio::cancellation_slot slot_;
     [[no_unique_address]] stop_source_for<Work> stop_;
