@@ -74,9 +74,7 @@ public:
     void abandon_all() noexcept
     {
         destroy_unrun(take_carried());
-        const std::size_t n = destroy_unrun(take_all());
-        if (n != 0)
-            counter_.finished(n);
+        destroy_unrun(take_queued());
     }
 
 private:
@@ -100,8 +98,7 @@ private:
         void operator()()
         {
             completion_queue& queue = *std::exchange(queue_, nullptr);
-            queued_completion* batch =
-                append(queue.take_carried(), queue.release(queue.take_all()));
+            queued_completion* batch = append(queue.take_carried(), queue.take_queued());
             struct carry_rest
             {
                 completion_queue& queue;
@@ -138,30 +135,23 @@ private:
         {}
     }
 
-    // Every queued completion, oldest first.
-    queued_completion* take_all() noexcept
+    // Every queued completion, oldest first, letting go of the counts they hold.
+    queued_completion* take_queued() noexcept
     {
         queued_completion* newest_first = head_.exchange(nullptr, std::memory_order_acquire);
         queued_completion* oldest_first = nullptr;
+        std::size_t n = 0;
         while (newest_first)
         {
             queued_completion* next = newest_first->next_;
             newest_first->next_ = oldest_first;
             oldest_first = newest_first;
             newest_first = next;
-        }
-        return oldest_first;
-    }
-
-    // Lets go of the counts that the completions of `batch` hold; returns `batch`.
-    queued_completion* release(queued_completion* batch) noexcept
-    {
-        std::size_t n = 0;
-        for (queued_completion* c = batch; c; c = c->next_)
             ++n;
+        }
         if (n != 0)
             counter_.finished(n);
-        return batch;
+        return oldest_first;
     }
 
     // Keeps `rest` (counts let go of) for the next runner to run first, and posts one.
@@ -196,18 +186,14 @@ private:
         return first;
     }
 
-    // Returns how many there were.
-    static std::size_t destroy_unrun(queued_completion* batch) noexcept
+    static void destroy_unrun(queued_completion* batch) noexcept
     {
-        std::size_t n = 0;
         while (batch)
         {
             queued_completion& c = *batch;
             batch = c.next_;
             c.action_(c, false);
-            ++n;
         }
-        return n;
     }
 
     Counter& counter_;
