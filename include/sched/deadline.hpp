@@ -175,6 +175,7 @@ private:
                 self->word_.arm(self->expiry_);
                 opts.held = true;
                 opts.expiry = &self->word_;
+                opts.leader = self->scheduler_.alarm();
             }
             auto wait = task::start(self->scheduler_.pool(), self->scheduler_.service(),
                                     self->scheduler_.get_executor(), std::forward<Handler>(handler),

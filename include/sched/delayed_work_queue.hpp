@@ -32,8 +32,10 @@ namespace sched {
  * Waiting follows the leader–follower pattern of Java's DelayedWorkQueue: of all threads waiting
  * for the head, one (the leader) sleeps until the head is due and the others sleep until woken.
  * A push wakes a waiter only when the new task became the head; a leaving waiter hands the
- * leadership on. Time is read from @p Clock; with sched::manual_clock, waits end when the test
- * advances the clock, never by real time passing.
+ * leadership on. The leader may also be an external_leader (see set_leader_finder()): an
+ * io_context's timer that sleeps for its own tasks and takes them with take_led(), so that
+ * nothing but the io_context wakes for them. Time is read from @p Clock; with
+ * sched::manual_clock, waits end when the test advances the clock, never by real time passing.
  *
  * A due time of `time_point::max()` means "never": such a task stays queued until removed, even
  * if the clock reaches that time.
@@ -83,6 +85,28 @@ public:
         std::atomic<typename duration::rep> due_{0};
         std::uint64_t seq_ = 0; // push order, breaking ties of due time; guarded by the mutex
     };
+
+    /// Something other than a waiting thread that can sleep until a head is due: an Asio timer,
+    /// whose io_context's threads then take their own tasks through take_led(). See
+    /// set_leader_finder().
+    class external_leader
+    {
+    public:
+        /// Called under the queue's lock: wake at @p due, then call take_led() until it returns
+        /// null. @p then is when the task after the head is due (max(): none), which it may get
+        /// ready for. Returns false if it cannot (a waiting thread then leads instead).
+        virtual bool lead_until(time_point due, time_point then) noexcept = 0;
+
+        /// Called under the queue's lock: the head it was woken for is gone or led by another;
+        /// it need not wake.
+        virtual void step_down() noexcept = 0;
+
+    protected:
+        ~external_leader() = default;
+    };
+
+    /// Which external leader, if any, waits for a task at the head; null: the waiting threads.
+    using leader_finder = external_leader* (*)(node& task) noexcept;
 
     basic_delayed_work_queue();
 
@@ -221,6 +245,29 @@ public:
     template <class Predicate, class OutputIt>
     std::size_t remove_if(Predicate pred, OutputIt out);
 
+    /// Lets external leaders wait for heads: whenever the head changes, @p find names the head's
+    /// leader, which then sleeps instead of a waiting thread. The waiting threads leave a head to
+    /// its leader until it is @p grace overdue, and then take it themselves (one of them wakes
+    /// for that): a leader that is held up (its io_context is not running) delays the tasks
+    /// behind it by no more. Call it before the queue is used. A leader must outlive its
+    /// leadership: until dismiss() or the queue's destruction (which steps it down).
+    void set_leader_finder(leader_finder find, duration grace) noexcept
+    {
+        find_ = find;
+        grace_ = grace;
+    }
+
+    /// For an external leader once it is woken: removes and returns the head if it is due and
+    /// @p leader leads it, calling @p on_take(task) under the lock as take() does; otherwise
+    /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader.
+    template <class OnTake>
+    node* take_led(external_leader& leader, OnTake on_take) noexcept;
+
+    /// Calls @p f() under the queue's lock, then finds the head another leader if @p leader
+    /// led it: for a leader that is going away (f marks it so that it refuses to lead).
+    template <class F>
+    void dismiss(external_leader& leader, F f) noexcept;
+
     /// Unqueues every task and releases the queue's memory.
     /** @returns The number of tasks unqueued. */
     std::size_t clear() noexcept;
@@ -269,6 +316,14 @@ private:
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
+    // Under the lock: finds the head its leader (external or a waiting thread, woken if `wake`);
+    // returns whether an external leader has it.
+    bool elect(bool wake) noexcept;
+    // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
+    // (it is not yet overdue by the grace).
+    bool left_to_leader(time_point now) const noexcept;
+    // The due time of the task after the head (the head's children hold it), or max().
+    time_point second_due() const noexcept;
     void wake_all() noexcept;
 
     void place(std::size_t i, const entry& e) noexcept;
@@ -286,7 +341,15 @@ private:
     // invariant: heap_[i].task->heap_index_ == i
     std::vector<entry, detail::heap_allocator<entry, arity>> heap_;
     std::uint64_t next_seq_ = 0;
-    const void* leader_ = nullptr; // the waiter sleeping until the head is due, if any
+    // The waiter sleeping until the head is due, if any; &external_ when that is external_.
+    const void* leader_ = nullptr;
+    // While external_ leads: the follower sleeping until the head is overdue by the grace, if any
+    // (the others sleep until woken).
+    const void* backup_ = nullptr;
+    external_leader* external_ = nullptr;
+    time_point external_due_{}; // what external_ sleeps until; max() once it has woken
+    leader_finder find_ = nullptr;
+    duration grace_{};
     [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>
         waker_;
 };

@@ -69,11 +69,12 @@ struct pool_options
     /// Runs last on each worker before it exits.
     std::function<void(std::size_t worker)> on_thread_stop;
 
-    /// Runs on the worker before each run of a task (Java's beforeExecute).
+    /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's
+    /// wait, on the io_context's thread that takes it (see basic_scheduler).
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's
-    /// afterExecute).
+    /// afterExecute); for a scheduler's wait, on the io_context's thread that takes it.
     std::function<void(std::exception_ptr)> after_execute;
 
     /// Runs on the scheduling thread for every new task (in the spirit of Java's decorateTask);

@@ -259,6 +259,13 @@ private:
     void reject(task_type& t);
 
     void worker_main(std::size_t index);
+    // On the thread of an external leader that has woken (an io_context's): runs the due tasks
+    // it leads, as a worker would.
+    void run_led(typename queue_type::external_leader& leader);
+    static typename queue_type::external_leader* leader_of(typename queue_type::node& n) noexcept
+    {
+        return as_task(n).leader();
+    }
     // Runs or retires a task a worker took; false if the run went on elsewhere (detached), and
     // the task stays counted as pending until it comes back.
     bool run(task_ptr t, const std::stop_token& stop);
@@ -304,6 +311,10 @@ private:
     {
         return static_cast<task_type&>(n);
     }
+
+    // How late a task that an external leader leads may be before a worker takes it instead:
+    // the leader's io_context may not be running.
+    static constexpr std::chrono::milliseconds lead_grace{10};
 
     template <class F>
     static void check_not_empty(const F& f);

@@ -58,6 +58,13 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * which is the scheduler's executor unless the handler names another: with an io_context's
  * executor, work runs on the pool and completions come back to the io_context.
  *
+ * With an io_context's executor (and a clock Asio's timers can wait on), a wait at the head of
+ * the pool's queue is waited for by a timer on that io_context, not by a worker: the io_context's
+ * thread that wakes takes the due waits and runs their handlers, one wake-up per expiry as with
+ * a steady_timer. The pool's before_execute and after_execute hooks then run there too. If the
+ * io_context does not run, a worker takes a wait once it is 10 ms overdue, so that the pool's
+ * other tasks are not held up behind it.
+ *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
  * which (and on the scheduler's executor) outstanding work is counted until then; the
@@ -105,7 +112,8 @@ public:
 
     /// Completes through @p ex by default; runs work on @p pool.
     basic_scheduler(const executor_type& ex, pool_type& pool)
-        : executor_(ex), pool_(&pool), service_(&service_for(executor_, pool))
+        : executor_(ex), pool_(&pool), service_(&service_for(executor_)),
+          alarm_(service_->attach(pool, io_context_of(executor_)))
     {}
 
     /// Completes through @p context's executor by default; runs work on @p pool.
@@ -245,13 +253,20 @@ private:
 
     detail::scheduler_service<Clock>& service() const noexcept { return *service_; }
 
-    static detail::scheduler_service<Clock>& service_for(const executor_type& ex, pool_type& pool)
+    // What waits for this scheduler's waits when they are due next in the pool: an Asio timer
+    // on its io_context, or null (the pool's workers).
+    detail::io_alarm<Clock>* alarm() const noexcept { return alarm_; }
+
+    static detail::scheduler_service<Clock>& service_for(const executor_type& ex)
     {
-        auto& service = boost::asio::use_service<detail::scheduler_service<Clock>>(
+        return boost::asio::use_service<detail::scheduler_service<Clock>>(
             boost::asio::query(ex, boost::asio::execution::context));
+    }
+
+    static boost::asio::io_context* io_context_of(const executor_type& ex) noexcept
+    {
         const auto* io = detail::io_executor_of(ex);
-        service.attach(pool, io ? &io->context() : nullptr);
-        return service;
+        return io ? &io->context() : nullptr;
     }
 
     // A due time, or why the input was rejected.
@@ -313,6 +328,7 @@ private:
             typename task::options opts;
             opts.kind = kind;
             opts.period = period;
+            opts.leader = self->alarm_;
             opts.rejected_input = due.error;
             task::start(*self->pool_, *self->service_, self->executor_,
                         std::forward<Handler>(handler), std::forward<W>(work), due.due.resolve(),
@@ -368,6 +384,7 @@ private:
     executor_type executor_;
     pool_type* pool_;
     detail::scheduler_service<Clock>* service_;
+    detail::io_alarm<Clock>* alarm_;
 };
 
 /// The scheduler on std::chrono::steady_clock with a polymorphic I/O executor.

@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/manual_clock_fixture.hpp"
@@ -635,6 +636,146 @@ BOOST_AUTO_TEST_CASE(concurrent_producers_and_takers_deliver_each_task_exactly_o
     for (std::size_t i = 0; i < delivered.size(); ++i)
         BOOST_TEST_REQUIRE(delivered[i].load() == 1);
     BOOST_TEST(q.empty());
+}
+
+// ----- External leaders ------------------------------------------------------------------------
+
+namespace {
+
+using time_point = manual_clock::time_point;
+
+// An external leader that records what the queue asks of it. Tasks with ids below 100 are its.
+struct recording_leader final : queue_type::external_leader
+{
+    std::vector<std::pair<time_point, time_point>> leads; // (due, then) of each lead_until()
+    int step_downs = 0;
+    bool willing = true;
+
+    bool lead_until(time_point due, time_point then) noexcept override
+    {
+        leads.emplace_back(due, then);
+        return willing;
+    }
+    void step_down() noexcept override { ++step_downs; }
+};
+
+recording_leader* current_leader = nullptr;
+
+queue_type::external_leader* leader_of(node& n) noexcept
+{
+    return id_of(&n) < 100 ? current_leader : nullptr;
+}
+
+// The leader outlives the queue, which tells it to step down as it goes.
+struct leader_holder
+{
+    recording_leader leader;
+};
+
+struct led_queue_fixture : leader_holder, queue_fixture
+{
+    static constexpr auto grace = 1s;
+
+    led_queue_fixture()
+    {
+        current_leader = &leader;
+        queue.set_leader_finder(&leader_of, grace);
+    }
+    ~led_queue_fixture() { current_leader = nullptr; }
+
+    static time_point at(std::chrono::seconds s) { return time_point(s); }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wait_for_each_new_head_it_leads,
+                        led_queue_fixture)
+{
+    queue.push(make(1), 10s);
+    queue.push(make(2), 20s); // behind the head: nobody is asked
+    queue.push(make(3), 5s);  // a new head: the leader, with the task after it
+    const std::vector<std::pair<time_point, time_point>> expected{{at(10s), time_point::max()},
+                                                                  {at(5s), at(10s)}};
+    BOOST_TEST((leader.leads == expected));
+    BOOST_TEST(leader.step_downs == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(take_led_takes_only_due_heads_of_its_own_leader, led_queue_fixture)
+{
+    recording_leader other;
+    queue.push(make(1), 10s);
+    queue.push(make(100), 20s);                                           // the takers'
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr); // not due
+    BOOST_TEST(queue.take_led(other, [](node&) noexcept {}) == nullptr);  // not other's
+    manual_clock::advance(25s);
+    int taken = 0;
+    BOOST_TEST(id_of(queue.take_led(leader, [&](node&) noexcept { ++taken; })) == 1);
+    BOOST_TEST(taken == 1);
+    // The head is now the takers', due: not the leader's to take, and it steps down for it.
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr);
+    BOOST_TEST(leader.step_downs == 1);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+}
+
+BOOST_FIXTURE_TEST_CASE(removing_the_led_head_steps_its_leader_down_once_it_leads_nothing,
+                        led_queue_fixture)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, 10s);
+    queue.push(b, 20s);
+    BOOST_TEST(queue.remove(a));
+    // b is the leader's too, and later: waking early for it is fine, nothing is asked.
+    BOOST_TEST(leader.step_downs == 0);
+    BOOST_TEST(leader.leads.size() == 1u);
+    BOOST_TEST(queue.remove(b));
+    BOOST_TEST(leader.step_downs == 1); // its io_context must not wait for it any more
+}
+
+BOOST_FIXTURE_TEST_CASE(takers_leave_a_led_head_to_its_leader_until_it_is_overdue_by_the_grace,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.push(make(1), 10s);
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    // Due, and the taker wakes: it leaves the head to the leader. (A taker that took it would
+    // be done within the 100 ms given to it.)
+    manual_clock::advance(10s);
+    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
+    queue.push(make(2), 2s);       // due at 12 s
+    manual_clock::advance(2500ms); // 500 ms overdue: still the leader's
+    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    manual_clock::advance(500ms); // overdue by the grace: the leader is held up, the taker takes it
+    BOOST_TEST(taker.get() == 2);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_head_its_leader_cannot_wait_for_goes_to_the_takers_when_due,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    leader.willing = false;
+    queue.push(make(1), 10s);
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    manual_clock::advance(10s);
+    BOOST_TEST(taker.get() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_dismissed_leader_leaves_its_head_to_the_takers,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.push(make(1), 10s);
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    int called = 0;
+    queue.dismiss(leader, [&] {
+        ++called;
+        leader.willing = false;
+    });
+    BOOST_TEST(called == 1);
+    BOOST_TEST(leader.step_downs == 1);
+    manual_clock::advance(10s); // due: the taker takes it at once, no grace
+    BOOST_TEST(taker.get() == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

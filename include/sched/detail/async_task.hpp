@@ -135,6 +135,8 @@ public:
         bool held = false; // a deadline keeps a reference to the node
         // A wait's expiry, if a deadline moves it (see deadline_wait); set before it is queued.
         expiry_word<Clock>* expiry = nullptr;
+        // What waits for a wait at the head of the pool's queue, if not a worker (see io_alarm).
+        io_alarm<Clock>* leader = nullptr;
         std::exception_ptr rejected_input{}; // complete with this at once, scheduling nothing
     };
 
@@ -193,6 +195,14 @@ public:
     bool completes_handler() const noexcept override { return true; }
 
     const void* context() const noexcept override { return service_; }
+
+    typename basic_delayed_work_queue<Clock>::external_leader* leader() const noexcept override
+    {
+        if constexpr (Kind == async_kind::wait)
+            return leader_;
+        else
+            return nullptr;
+    }
 
     run_outcome run(std::stop_token runner_stop) noexcept override
     {
@@ -361,6 +371,8 @@ private:
                                                                             : service.holds_work()),
           alloc_(alloc), held_(opts.held)
     {
+        if constexpr (Kind == async_kind::wait)
+            leader_ = opts.leader;
         if constexpr (Kind == async_kind::periodic)
         {
             period_ = opts.period;
@@ -592,6 +604,8 @@ private:
     typename tick_work<Work, Kind == async_kind::periodic && tick_is_bound<Work>>::type
         tick_work_{};
     scheduler_service<Clock>* service_ = nullptr;
+    [[no_unique_address]] std::conditional_t<Kind == async_kind::wait, io_alarm<Clock>*, no_work>
+        leader_{};
     [[no_unique_address]] allocator_type alloc_;
     const bool held_;
     bool completion_due_ = false; // runner, then the last reference

@@ -60,6 +60,12 @@ public:
     // destroys unrun (or that cannot be posted) destroys every completion left unrun.
     void push(queued_completion& c, boost::asio::io_context& io) noexcept
     {
+        if (here_.queue == this) // inside run_here(): run right after, on this thread
+        {
+            c.next_ = here_.newest;
+            here_.newest = &c;
+            return;
+        }
         queued_completion* head = head_.load(std::memory_order_relaxed);
         do
             c.next_ = head;
@@ -67,6 +73,25 @@ public:
                                             std::memory_order_relaxed));
         if (head == nullptr)
             post_runner(io);
+    }
+
+    // Calls `f()` on a thread running `io`, inside one of its handlers, and then invokes there
+    // the completions that `f` pushed, oldest first, as a runner would: they need no runner of
+    // their own (an io_alarm's wake-up: the handlers of the waits it took run where it woke).
+    template <class F>
+    void run_here(boost::asio::io_context& io, F f)
+    {
+        here_ = {this, nullptr};
+        try
+        {
+            f();
+        }
+        catch (...)
+        {
+            run_batch(io, take_here());
+            throw;
+        }
+        run_batch(io, take_here());
     }
 
     // Destroys every completion left unrun: their io_context is shutting down, and nothing runs
@@ -98,32 +123,45 @@ private:
         void operator()()
         {
             completion_queue& queue = *std::exchange(queue_, nullptr);
-            queued_completion* batch = append(queue.take_carried(), queue.take_queued());
-            struct carry_rest
-            {
-                completion_queue& queue;
-                boost::asio::io_context& io;
-                queued_completion*& batch;
-                ~carry_rest()
-                {
-                    if (batch)
-                        queue.carry_over(io, std::exchange(batch, nullptr));
-                }
-            } guard{queue, *io_, batch};
-            for (std::size_t invoked = 0; batch; ++invoked)
-            {
-                if (invoked == share)
-                    return;
-                queued_completion& c = *batch;
-                batch = c.next_;
-                c.action_(c, true);
-            }
+            queue.run_batch(*io_, append(queue.take_carried(), queue.take_queued()));
         }
 
     private:
         completion_queue* queue_;
         boost::asio::io_context* io_;
     };
+
+    // Invokes at most `share` completions of `batch` (counts let go of), and carries the rest
+    // over; so too if one throws.
+    void run_batch(boost::asio::io_context& io, queued_completion* batch)
+    {
+        struct carry_rest
+        {
+            completion_queue& queue;
+            boost::asio::io_context& io;
+            queued_completion*& batch;
+            ~carry_rest()
+            {
+                if (batch)
+                    queue.carry_over(io, std::exchange(batch, nullptr));
+            }
+        } guard{*this, io, batch};
+        for (std::size_t invoked = 0; batch; ++invoked)
+        {
+            if (invoked == share)
+                return;
+            queued_completion& c = *batch;
+            batch = c.next_;
+            c.action_(c, true);
+        }
+    }
+
+    // What run_here() collected, oldest first, letting go of the counts they hold.
+    queued_completion* take_here() noexcept
+    {
+        queued_completion* newest_first = std::exchange(here_, {}).newest;
+        return oldest_first(newest_first);
+    }
 
     void post_runner(boost::asio::io_context& io) noexcept
     {
@@ -138,20 +176,25 @@ private:
     // Every queued completion, oldest first, letting go of the counts they hold.
     queued_completion* take_queued() noexcept
     {
-        queued_completion* newest_first = head_.exchange(nullptr, std::memory_order_acquire);
-        queued_completion* oldest_first = nullptr;
+        return oldest_first(head_.exchange(nullptr, std::memory_order_acquire));
+    }
+
+    // Reverses a list taken from the stack, letting go of the counts it holds.
+    queued_completion* oldest_first(queued_completion* newest_first) noexcept
+    {
+        queued_completion* reversed = nullptr;
         std::size_t n = 0;
         while (newest_first)
         {
             queued_completion* next = newest_first->next_;
-            newest_first->next_ = oldest_first;
-            oldest_first = newest_first;
+            newest_first->next_ = reversed;
+            reversed = newest_first;
             newest_first = next;
             ++n;
         }
         if (n != 0)
             counter_.finished(n);
-        return oldest_first;
+        return reversed;
     }
 
     // Keeps `rest` (counts let go of) for the next runner to run first, and posts one.
@@ -195,6 +238,14 @@ private:
             c.action_(c, false);
         }
     }
+
+    // The queue collecting this thread's completions in run_here(), and what it collected.
+    struct collecting
+    {
+        completion_queue* queue;
+        queued_completion* newest;
+    };
+    static inline thread_local collecting here_{nullptr, nullptr};
 
     Counter& counter_;
     std::atomic<queued_completion*> head_{nullptr};

@@ -56,6 +56,24 @@ struct pool_access
         pool.stop_if_idle(); // they may have been a shut-down pool's last tasks
     }
 
+    // For an io_context's timer that leads some of the pool's tasks, once it has woken: runs
+    // those that are due on this thread.
+    template <class Clock>
+    static void run_led(basic_scheduled_thread_pool<Clock>& pool,
+                        typename basic_delayed_work_queue<Clock>::external_leader& leader)
+    {
+        pool.run_led(leader);
+    }
+
+    // Calls f() under the queue's lock and makes sure `leader` no longer leads.
+    template <class Clock, class F>
+    static void dismiss(basic_scheduled_thread_pool<Clock>& pool,
+                        typename basic_delayed_work_queue<Clock>::external_leader& leader,
+                        F f) noexcept
+    {
+        pool.queue_.dismiss(leader, f);
+    }
+
     template <class Clock>
     static const std::shared_ptr<owner_link<Clock>>&
     link(basic_scheduled_thread_pool<Clock>& pool) noexcept

@@ -5,6 +5,7 @@
 
 #include <sched/detail/completion_queue.hpp>
 #include <sched/detail/handler_work.hpp>
+#include <sched/detail/io_alarm.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
 
@@ -48,8 +49,10 @@ public:
     }
 
     // A scheduler on this context queues on `pool`; `io` is this context if it is an io_context
-    // that the scheduler's executor submits to, else null.
-    void attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
+    // that the scheduler's executor submits to, else null. Returns the alarm that waits for the
+    // scheduler's waits in `pool` on the io_context (see io_alarm), or null: with no io_context,
+    // or on a clock that Asio's timers cannot wait for (the manual clock), the workers wait.
+    io_alarm<Clock>* attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
     {
         const std::shared_ptr<owner_link<Clock>>& link = pool_access::link(pool);
         std::lock_guard lock(mutex_);
@@ -61,7 +64,23 @@ public:
         auto found = std::find_if(pools_.begin(), pools_.end(),
                                   [&](const attached& a) { return a.link == link; });
         if (found == pools_.end())
-            pools_.push_back({link, &pool});
+        {
+            pools_.push_back({link, &pool, nullptr});
+            found = pools_.end() - 1;
+        }
+        if constexpr (has_io_alarm<Clock>)
+        {
+            if (io && !found->alarm)
+            {
+                try
+                {
+                    found->alarm = std::make_shared<io_alarm<Clock>>(*io, pool, completions_);
+                }
+                catch (...) // out of memory: the workers wait
+                {}
+            }
+        }
+        return found->alarm.get();
     }
 
     // An operation may post to this context until finished().
@@ -139,6 +158,7 @@ private:
     {
         std::shared_ptr<owner_link<Clock>> link; // says whether the pool is still there
         basic_scheduled_thread_pool<Clock>* pool;
+        std::shared_ptr<io_alarm<Clock>> alarm; // shared with shutdown()'s copy of the list
     };
 
     // Under mutex_, after the count has left or reached zero: holds the io_context's work while
@@ -165,11 +185,22 @@ private:
             pools = pools_;
         }
         for (attached& a : pools)
+        {
             a.link->with_owner([&] { pool_access::abandon_context(*a.pool, this); });
+            if constexpr (has_io_alarm<Clock>)
+            {
+                if (a.alarm)
+                    a.alarm->retire();
+            }
+        }
         completions_.abandon_all(); // nothing runs the context any more
         std::unique_lock lock(mutex_);
         drained_.wait(lock, [this] { return live_.load() == closing; });
         work_.reset();
+        // The alarms' timers go while the context's services are still there.
+        for (attached& a : pools_)
+            a.alarm.reset();
+        pools.clear();
     }
 
     completion_queue<scheduler_service> completions_{*this};

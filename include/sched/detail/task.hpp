@@ -140,6 +140,13 @@ public:
     // in; null for other tasks.
     virtual const void* context() const noexcept { return nullptr; }
 
+    // Who waits for the task when it is at the head of its pool's queue instead of a worker, and
+    // then runs it: an io_context's timer (see io_alarm). Null: the workers.
+    virtual typename basic_delayed_work_queue<Clock>::external_leader* leader() const noexcept
+    {
+        return nullptr;
+    }
+
     // Runner only, once it will not run the body again: destroys the body now, so that what it
     // captured is freed even while futures keep the task's state alive (Java nulls the callable).
     // A task with a completion handler delivers its outcome to the handler here.

@@ -88,7 +88,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
     leader_ = nullptr;
-    available_.notify_one();
+    elect(true);
     return true;
 }
 
@@ -121,12 +121,106 @@ bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
 }
 
 template <class Clock>
+template <class OnTake>
+auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader, OnTake on_take) noexcept
+    -> node*
+{
+    std::lock_guard lock(mutex_);
+    if (!heap_.empty() && is_due(heap_.front().due, Clock::now()) &&
+        find_(*heap_.front().task) == &leader)
+    {
+        node* const taken = pop_head();
+        on_take(*taken);
+        return taken;
+    }
+    if (external_ == &leader)
+    {
+        external_due_ = time_point::max(); // it has woken: whatever it slept for
+        elect(true);
+    }
+    return nullptr;
+}
+
+template <class Clock>
+template <class F>
+void basic_delayed_work_queue<Clock>::dismiss(external_leader& leader, F f) noexcept
+{
+    std::lock_guard lock(mutex_);
+    f();
+    if (external_ == &leader)
+    {
+        external_due_ = time_point::max(); // asked again, it may refuse
+        elect(true);
+    }
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::second_due() const noexcept -> time_point
+{
+    time_point due = time_point::max();
+    const std::size_t last = std::min(heap_.size(), arity + 1);
+    for (std::size_t i = 1; i < last; ++i)
+        due = std::min(due, heap_[i].due);
+    return due;
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::left_to_leader(time_point now) const noexcept
+{
+    const entry& head = heap_.front();
+    return leader_ == &external_ && find_(*head.task) == external_ &&
+           now < detail::saturating_add(head.due, grace_);
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
+{
+    external_leader* want = nullptr;
+    time_point due = time_point::max();
+    if (find_ && !heap_.empty() && heap_.front().due != time_point::max())
+    {
+        due = heap_.front().due;
+        want = find_(*heap_.front().task);
+    }
+    // One that wakes in time already leads: waking early, it finds nothing and is elected again.
+    external_leader* const was = external_;
+    if (want && want == was && external_due_ <= due)
+    {
+        leader_ = &external_;
+        return true;
+    }
+    external_ = nullptr;
+    const bool led = want && want->lead_until(due, second_due());
+    if (was && (was != want || !led))
+        was->step_down();
+    if (led)
+    {
+        external_ = want;
+        external_due_ = due;
+        const bool was_led = leader_ == &external_;
+        leader_ = &external_;
+        if (!was_led && backup_ == nullptr && wake)
+            available_.notify_one(); // a follower sleeping until woken becomes the backup
+        return true;
+    }
+    if (leader_ == &external_)
+        leader_ = nullptr;
+    if (wake && leader_ == nullptr && !heap_.empty())
+        available_.notify_one();
+    return false;
+}
+
+template <class Clock>
 bool basic_delayed_work_queue<Clock>::remove_locked(node& task) noexcept
 {
     const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
     if (i >= heap_.size() || heap_[i].task != &task) // not queued, or queued elsewhere
         return false;
     remove_at(i);
+    // A thread that leads wakes early, once, and sleeps again; an external leader must know, or
+    // its io_context would wait for it with no task left to take.
+    if (i == 0 && external_)
+        elect(true);
     return true;
 }
 
@@ -150,8 +244,10 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
         // An earlier head: the leader sleeps until a time that is now too late. (A later head
         // needs nobody woken: the leader wakes early, once, and sleeps again.)
         leader_ = nullptr;
-        available_.notify_one();
+        elect(true);
     }
+    else if (i == 0 && external_)
+        elect(true); // a later head, perhaps another's
     return true;
 }
 
@@ -214,7 +310,9 @@ std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt 
         throw;
     }
     heap_.resize(kept);
-    rebuild(); // removing tasks can only make the head later: no waiter needs waking
+    rebuild(); // removing tasks can only make the head later: no waiter needs waking...
+    if (external_)
+        elect(true); // ...but an external leader must know (see remove_locked())
     return n - kept;
 }
 
@@ -226,6 +324,8 @@ std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
         e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
     const std::size_t cleared = heap_.size();
     decltype(heap_)().swap(heap_);
+    if (external_)
+        elect(true);
     return cleared;
 }
 
@@ -246,7 +346,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         if (stop.stop_requested())
             break;
         const time_point now = Clock::now();
-        if (!heap_.empty() && is_due(heap_.front().due, now))
+        if (!heap_.empty() && is_due(heap_.front().due, now) && !left_to_leader(now))
         {
             taken = pop_head();
             on_take(*taken);
@@ -265,9 +365,20 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         }
         if (heap_.empty() || leader_ != nullptr || deadline < heap_.front().due)
         {
-            // A follower (or a poller whose deadline comes first): sleep until woken.
-            wait_until(lock, deadline);
+            // A follower (or a poller whose deadline comes first): sleep until woken; or, as the
+            // backup while an external leader has the head, until it is overdue by the grace.
+            time_point until = deadline;
+            if (leader_ == &external_ && !heap_.empty() && (backup_ == nullptr || backup_ == self))
+            {
+                backup_ = self;
+                until = std::min(until, detail::saturating_add(heap_.front().due, grace_));
+            }
+            wait_until(lock, until);
+            if (backup_ == self)
+                backup_ = nullptr; // the next turn decides again
         }
+        else if (find_ && elect(false))
+            continue; // an external leader has the head: follow
         else
         {
             leader_ = self;
@@ -276,9 +387,15 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
                 leader_ = nullptr;
         }
     }
-    // Leaving: if nobody leads and tasks remain, hand the leadership on.
-    if (leader_ == nullptr && !heap_.empty())
-        available_.notify_one();
+    // Leaving: if nobody leads and tasks remain, hand the leadership on; after taking an
+    // external leader's head, find the new head its leader. An external leader needs a backup.
+    if (!heap_.empty())
+    {
+        if (leader_ == nullptr || (taken && leader_ == &external_))
+            elect(true);
+        if (leader_ == &external_ && backup_ == nullptr)
+            available_.notify_one();
+    }
     return taken;
 }
 

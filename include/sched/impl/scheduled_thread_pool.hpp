@@ -52,6 +52,7 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
 {
     if (options_.threads == 0)
         throw std::invalid_argument("scheduled_thread_pool: needs at least one thread");
+    queue_.set_leader_finder(&leader_of, detail::saturating_cast<duration>(lead_grace));
     workers_.reserve(options_.threads);
     live_workers_.store(options_.threads);
     try
@@ -359,6 +360,19 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
         std::lock_guard lock(termination_mutex_);
         terminated_ = true;
         terminated_cv_.notify_all();
+    }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader)
+{
+    const auto count_taken = [this](typename queue_type::node&) noexcept {
+        take_pending();
+    };
+    while (typename queue_type::node* n = queue_.take_led(leader, count_taken))
+    {
+        if (run(task_ptr(&as_task(*n), false), std::stop_token()))
+            finish_pending();
     }
 }
 

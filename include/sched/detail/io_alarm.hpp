@@ -1,0 +1,186 @@
+#ifndef SCHED_DETAIL_IO_ALARM_HPP
+#define SCHED_DETAIL_IO_ALARM_HPP
+
+#include <sched/delayed_work_queue.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <sched/detail/clock_listener.hpp>
+#include <sched/detail/completion_queue.hpp>
+#include <sched/detail/pool_access.hpp>
+#include <sched/detail/task.hpp>
+
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace sched::detail {
+
+template <class Clock>
+class scheduler_service;
+
+// Whether an io_alarm can wait on Clock: not on a clock that tests move by hand (the workers
+// wait on those, and wake when it moves).
+template <class Clock>
+inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
+
+// An io_context's timers that wait for a pool's tasks completing on that io_context (a
+// scheduler's waits) when they are at the head of the pool's queue, instead of a worker, and run
+// them on the io_context's thread that wakes, followed there by their handlers: one wake-up, as
+// for a steady_timer, where a worker would wake and then wake an io_context's thread. The pool's
+// queue calls it under its lock, which keeps the timer objects to one thread at a time (see
+// basic_delayed_work_queue::set_leader_finder()); its scheduler_service owns it and retires it
+// before the io_context goes.
+//
+// Two timers take turns: one waits for the head, the other for the task after it, if it is idle.
+// When the first fires, the io_context's reactor sets its clock for the second at once, and what
+// the first then waits for is often not the reactor's earliest: it costs no system call.
+template <class Clock>
+class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
+{
+public:
+    using time_point = typename Clock::time_point;
+    using completions = completion_queue<scheduler_service<Clock>>;
+
+    // `done` takes the completions of the tasks it runs (its service's).
+    io_alarm(boost::asio::io_context& io,
+             basic_scheduled_thread_pool<Clock>& pool,
+             completions& done)
+        : timers_{timer(io), timer(io)}, io_(&io), pool_(&pool), link_(pool_access::link(pool)),
+          done_(&done)
+    {}
+
+    bool lead_until(time_point due, time_point then) noexcept override
+    {
+        if (!leading_)
+            return false;
+        try
+        {
+            timer* lead = waiting_at(due);
+            if (!lead)
+            {
+                // The idle one, or the one that waits for the later time.
+                lead = &timers_[0];
+                if (timers_[0].waiting() &&
+                    (!timers_[1].waiting() || timers_[1].at > timers_[0].at))
+                    lead = &timers_[1];
+                lead->wait(this, due);
+            }
+            timer& other = lead == &timers_[0] ? timers_[1] : timers_[0];
+            // Only an idle one: moving a waiting timer ends its wait, which the io_context then
+            // completes as a handler of its own, for nothing.
+            if (then != time_point::max() && then > due && !other.waiting())
+                other.wait(this, then);
+            return true;
+        }
+        catch (...) // out of memory: a worker leads instead
+        {
+            return false;
+        }
+    }
+
+    void step_down() noexcept override
+    {
+        for (timer& t : timers_)
+            t.cancel();
+    }
+
+    // The io_context is going: from now on the pool's workers lead. The tasks must have left the
+    // pool already (pool_access::abandon_context()); the alarm may be destroyed after this.
+    void retire() noexcept
+    {
+        link_->with_owner(
+            [this] { pool_access::dismiss(*pool_, *this, [this] { leading_ = false; }); });
+    }
+
+private:
+    struct timer
+    {
+        explicit timer(boost::asio::io_context& io) : clock(io) {}
+
+        // Whether its last wait has not completed yet.
+        bool waiting() const noexcept { return armed.load(std::memory_order_acquire) != 0; }
+
+        void wait(io_alarm* alarm, time_point due)
+        {
+            clock.expires_at(due); // a wait still pending ends with operation_aborted
+            // Known before the wait starts: it may end, and its handler run, at once.
+            const std::uint64_t wait_id = ++alarm->waits_;
+            at = due;
+            armed.store(wait_id, std::memory_order_release);
+            try
+            {
+                clock.async_wait(wake{alarm, this, wait_id});
+            }
+            catch (...)
+            {
+                armed.store(0, std::memory_order_relaxed);
+                throw;
+            }
+        }
+
+        void cancel() noexcept
+        {
+            armed.store(0, std::memory_order_relaxed); // its handler, if still to come, is not
+            try
+            {
+                clock.cancel(); // so that the io_context does not wait for it
+            }
+            catch (...) // it wakes for nothing, and steps down then
+            {}
+        }
+
+        boost::asio::basic_waitable_timer<Clock> clock;
+        time_point at{};
+        // The wait under way, or 0 once it has completed; its completion clears it.
+        std::atomic<std::uint64_t> armed{0};
+    };
+
+    struct wake
+    {
+        io_alarm* alarm;
+        timer* fired;
+        std::uint64_t wait_id;
+
+        void operator()(const boost::system::error_code& ec) const
+        {
+            std::uint64_t expected = wait_id;
+            fired->armed.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+            if (ec) // moved to another time, or stepped down
+                return;
+            // The handlers of the waits it runs run here too, after it, as Asio's timers'
+            // would: no other handler and no other thread has to come first.
+            io_alarm* a = alarm;
+            a->done_->run_here(*a->io_, [a] {
+                a->link_->with_owner([a] { pool_access::run_led(*a->pool_, *a); });
+            });
+        }
+    };
+
+    // The timer waiting for `due`, if one is.
+    timer* waiting_at(time_point due) noexcept
+    {
+        for (timer& t : timers_)
+        {
+            if (t.waiting() && t.at == due)
+                return &t;
+        }
+        return nullptr;
+    }
+
+    std::array<timer, 2> timers_;
+    boost::asio::io_context* io_;
+    basic_scheduled_thread_pool<Clock>* pool_;
+    std::shared_ptr<owner_link<Clock>> link_; // says whether the pool is still there
+    completions* done_;
+    std::uint64_t waits_ = 0; // guarded by the pool's queue lock, as are `at` and leading_
+    bool leading_ = true;
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_IO_ALARM_HPP

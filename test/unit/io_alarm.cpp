@@ -1,0 +1,205 @@
+// A scheduler's waits on the steady clock are waited for by their io_context (detail::io_alarm),
+// not by the pool's workers. These tests run on the real clock: they assert what can only happen
+// that way (a wait completing while every worker is busy), never how long anything takes, except
+// with margins of tens of seconds.
+
+#include <sched/deadline.hpp>
+#include <sched/error.hpp>
+#include <sched/scheduler.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+using error_code = boost::system::error_code;
+using clock_type = std::chrono::steady_clock;
+
+// A one-worker pool on the steady clock, a scheduler on an io_context, and one wait's outcome.
+struct steady_fixture
+{
+    sched::scheduled_thread_pool pool{1};
+    boost::asio::io_context io;
+    sched::scheduler scheduler{io, pool};
+    std::optional<error_code> result;
+
+    auto record()
+    {
+        return [this](error_code ec) {
+            result = ec;
+        };
+    }
+
+    // Runs the io_context until nothing is pending; returns whether that took less than 30 s (an
+    // io_context still waiting for a timer an hour away runs to the 60 s limit).
+    bool run_returns_soon()
+    {
+        const clock_type::time_point start = clock_type::now();
+        io.run_for(60s);
+        return clock_type::now() - start < 30s;
+    }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_io_alarm)
+
+BOOST_AUTO_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worker_is_busy,
+                     *boost::unit_test::timeout(120))
+{
+    sched::scheduled_thread_pool pool(1);
+    std::promise<void> release;
+    std::promise<void> started;
+    pool.execute([&] {
+        started.set_value();
+        release.get_future().wait();
+    });
+    started.get_future().wait(); // the only worker is taken
+
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::optional<error_code> result;
+    scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
+    io.run_for(60s); // returns once the wait has completed: nothing else is pending
+    release.set_value();
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+}
+
+BOOST_FIXTURE_TEST_CASE(cancelling_the_last_pending_wait_lets_run_return_at_once,
+                        steady_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::cancellation_signal signal;
+    scheduler.async_wait(1h, boost::asio::bind_cancellation_slot(signal.slot(), record()));
+    boost::asio::post(io, [&] { signal.emit(boost::asio::cancellation_type::terminal); });
+    BOOST_TEST(run_returns_soon());
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(*result == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(pool_work_behind_a_due_wait_runs_while_its_io_context_is_not_running,
+                        steady_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    // Nobody runs the io_context until the end.
+    scheduler.async_wait(0ms, record()); // the head, due now
+    auto work = pool.schedule(1ms, [] { return 42; });
+    // A worker takes the due wait once it is overdue by the grace, and then the work.
+    BOOST_TEST_REQUIRE((work.wait_for(60s) == std::future_status::ready));
+    BOOST_TEST(work.get() == 42);
+    BOOST_TEST(!result.has_value()); // its handler waits for the io_context
+    io.run_for(60s);
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_deadline_pulled_in_completes_through_the_io_context,
+                        steady_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    sched::deadline deadline(io, pool);
+    deadline.expires_after(1h);
+    deadline.async_wait(record());
+    BOOST_TEST(deadline.expires_after(1ms)); // moved in place, the io_context's timer with it
+    BOOST_TEST(run_returns_soon());
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+}
+
+BOOST_FIXTURE_TEST_CASE(shutting_the_pool_down_now_completes_a_waiting_wait_with_the_shutdown_error,
+                        steady_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    scheduler.async_wait(1h, record());
+    (void)pool.shutdown_now();
+    BOOST_TEST(run_returns_soon());
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(*result == make_error_code(sched::error::shutdown));
+}
+
+BOOST_AUTO_TEST_CASE(an_io_context_destroyed_first_takes_its_waiting_wait_with_it,
+                     *boost::unit_test::timeout(120))
+{
+    sched::scheduled_thread_pool pool(1);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> watch = alive;
+    int invoked = 0;
+    {
+        boost::asio::io_context io;
+        sched::scheduler scheduler(io, pool);
+        scheduler.async_wait(1h, [&invoked, alive](error_code) { ++invoked; });
+        alive.reset();
+        BOOST_TEST(pool.queue().size() == 1u);
+    } // the io_context and its timers go first
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(invoked == 0);
+    BOOST_TEST(pool.queue().size() == 0u);
+    auto work = pool.schedule(0ms, [] { return 7; }); // the pool goes on
+    BOOST_TEST(work.get() == 7);
+}
+
+// Heads change hands between two io_contexts' timers and the workers all the time: each wait's
+// handler runs exactly once, on its own io_context, and every pool task runs.
+BOOST_AUTO_TEST_CASE(waits_of_two_io_contexts_and_pool_work_share_a_pool_without_loss,
+                     *boost::unit_test::timeout(300))
+{
+    constexpr int waits = 20000;
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io[2];
+    std::vector<std::thread> threads;
+    std::vector<sched::scheduler> schedulers;
+    for (auto& context : io)
+        schedulers.emplace_back(context, pool);
+    std::vector<std::atomic<int>> invoked(waits);
+    std::atomic<int> wrong_context{0};
+    std::atomic<int> errors{0};
+    std::vector<sched::scheduled_future<int>> work;
+    std::mt19937 random(11);
+    for (int id = 0; id < waits; ++id)
+    {
+        const int side = id % 2;
+        const auto delay = std::chrono::microseconds(random() % 20000);
+        schedulers[static_cast<std::size_t>(side)].async_wait(delay, [&, id, side](error_code ec) {
+            invoked[static_cast<std::size_t>(id)].fetch_add(1);
+            if (!io[side].get_executor().running_in_this_thread())
+                wrong_context.fetch_add(1);
+            if (ec)
+                errors.fetch_add(1);
+        });
+        if (id % 10 == 0)
+            work.push_back(pool.schedule(delay, [id] { return id; }));
+    }
+    for (auto& context : io)
+        threads.emplace_back([&context] { context.run(); });
+    for (std::thread& t : threads)
+        t.join(); // run() returned: every wait has completed
+
+    int once = 0;
+    for (const std::atomic<int>& n : invoked)
+        once += n.load() == 1;
+    BOOST_TEST(once == waits);
+    BOOST_TEST(wrong_context.load() == 0);
+    BOOST_TEST(errors.load() == 0);
+    int ran = 0;
+    for (std::size_t i = 0; i < work.size(); ++i)
+        ran += work[i].get() == static_cast<int>(i * 10);
+    BOOST_TEST(ran == static_cast<int>(work.size()));
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
