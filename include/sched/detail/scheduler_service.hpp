@@ -187,11 +187,8 @@ private:
         for (attached& a : pools)
         {
             a.link->with_owner([&] { pool_access::abandon_context(*a.pool, this); });
-            if constexpr (has_io_alarm<Clock>)
-            {
-                if (a.alarm)
-                    a.alarm->retire();
-            }
+            if (a.alarm)
+                a.alarm->retire();
         }
         completions_.abandon_all(); // nothing runs the context any more
         std::unique_lock lock(mutex_);
