@@ -28,4 +28,15 @@ void name_this_thread(const std::string& base, std::size_t index) noexcept
 #endif
 }
 
+void name_this_thread(const std::string& name) noexcept
+{
+#if defined(__linux__)
+    char cut[16] = {};
+    std::memcpy(cut, name.data(), std::min(name.size(), sizeof cut - 1));
+    pthread_setname_np(pthread_self(), cut);
+#else
+    (void)name;
+#endif
+}
+
 } // namespace sched::detail

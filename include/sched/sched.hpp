@@ -3,6 +3,8 @@
 
 /// Everything sched offers, in one include.
 
+#include <sched/cancel_after.hpp>
+#include <sched/deadline.hpp>
 #include <sched/delayed_work_queue.hpp>
 #include <sched/error.hpp>
 #include <sched/future_state.hpp>
@@ -11,6 +13,10 @@
 #include <sched/pool_options.hpp>
 #include <sched/scheduled_future.hpp>
 #include <sched/scheduled_thread_pool.hpp>
+#include <sched/scheduler.hpp>
 #include <sched/task_handle.hpp>
+#include <sched/timer.hpp>
+#include <sched/timer_task.hpp>
+#include <sched/timer_task_state.hpp>
 
 #endif // SCHED_SCHED_HPP

@@ -1,4 +1,5 @@
-// Links against the installed sched and schedules one task.
+// Links against the installed sched (every public header, through sched.hpp) and schedules one
+// task.
 #include <sched/sched.hpp>
 
 #include <chrono>

@@ -10,6 +10,9 @@ namespace sched::detail {
 // so the base is cut to keep the index). Failure is ignored: a name is a debugging aid.
 void name_this_thread(const std::string& base, std::size_t index) noexcept;
 
+// Names the calling thread `name` where the platform allows (Linux: cut to 15 characters).
+void name_this_thread(const std::string& name) noexcept;
+
 } // namespace sched::detail
 
 #endif // SCHED_DETAIL_THREAD_NAME_HPP

@@ -1,0 +1,347 @@
+#ifndef SCHED_TIMER_HPP
+#define SCHED_TIMER_HPP
+
+#include <sched/delayed_work_queue.hpp>
+#include <sched/timer_task.hpp>
+
+#include <sched/detail/thread_name.hpp>
+#include <sched/detail/time.hpp>
+#include <sched/detail/timer_node.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sched {
+
+/// Thrown by sched::basic_timer's schedule calls once the timer has been cancelled.
+class timer_cancelled : public std::logic_error
+{
+public:
+    timer_cancelled() : std::logic_error("sched::timer: already cancelled") {}
+};
+
+/// Thrown by sched::basic_timer's schedule calls for a task that was scheduled before, or
+/// cancelled (java.util.Timer's "Task already scheduled or cancelled").
+class task_already_scheduled : public std::logic_error
+{
+public:
+    task_already_scheduled() : std::logic_error("sched::timer: task already scheduled or cancelled")
+    {}
+};
+
+/// java.util.Timer: one thread of its own runs its tasks one at a time, in due order.
+/**
+ * Tasks are sched::basic_timer_task objects, each scheduled once, to run once, with Timer's
+ * fixed delay (the next run is due a period after the previous one *started*), or at a fixed
+ * rate (each run is due a period after the previous one was due: after a stall, the missed runs
+ * happen in rapid succession). A task that is due while another runs waits for it.
+ *
+ * Two of Timer's traps are gone:
+ * - A task that throws does not kill the thread. The exception goes to the timer's error
+ *   handler (by default, a line on std::cerr); a periodic task that throws ends (its state
+ *   becomes `executed`), and every other task goes on.
+ * - Times are on @p Clock, the steady clock by default, so moving the wall clock moves nothing.
+ *   A `std::chrono::system_clock` time point is accepted and converted once, when scheduled.
+ *
+ * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
+ * run, a run under way finishes, and scheduling afterwards throws sched::timer_cancelled. The
+ * destructor cancels the timer and waits for a run under way (unless called by that run).
+ *
+ * @par Thread safety
+ * Every member function may be called from any thread, including from inside a task.
+ */
+template <class Clock = std::chrono::steady_clock>
+class basic_timer
+{
+public:
+    using clock_type = Clock;
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+    using task_type = basic_timer_task<Clock>;
+    /// Told of every exception a task throws; called on the timer's thread; must not throw.
+    using error_handler = std::function<void(std::exception_ptr)>;
+
+    /// Starts the timer's thread, named @p name (cut to 15 characters on Linux). Exceptions
+    /// thrown by tasks go to @p on_error, or a line on std::cerr if it is empty.
+    explicit basic_timer(std::string name = "sched-timer", error_handler on_error = {})
+        : name_(std::move(name)), on_error_(std::move(on_error))
+    {
+        thread_ = std::jthread([this](std::stop_token stop) { main_loop(std::move(stop)); });
+    }
+
+    basic_timer(const basic_timer&) = delete;
+    basic_timer& operator=(const basic_timer&) = delete;
+
+    /// Cancels the timer and waits for a run under way. Must not be called from a task of this
+    /// timer.
+    ~basic_timer() { cancel(); }
+
+    /// The name given to the timer's thread.
+    const std::string& name() const noexcept { return name_; }
+
+    /// Runs @p task once, after @p delay.
+    /** @throws std::invalid_argument if @p delay is negative; sched::timer_cancelled;
+     *  sched::task_already_scheduled. */
+    template <class Rep, class Period>
+    void schedule(const task_type& task, std::chrono::duration<Rep, Period> delay)
+    {
+        queue(task, first_due(delay), detail::timer_period::none, duration::zero());
+    }
+
+    /// Runs @p task once, at @p time (at once if it has passed).
+    void schedule(const task_type& task, time_point time)
+    {
+        queue(task, time, detail::timer_period::none, duration::zero());
+    }
+
+    /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now).
+    void schedule(const task_type& task, std::chrono::system_clock::time_point time) requires(
+        !std::is_same_v<Clock, std::chrono::system_clock>)
+    {
+        queue(task, from_system(time), detail::timer_period::none, duration::zero());
+    }
+
+    /// Runs @p task after @p delay, then again @p period after each run *started* (Timer's
+    /// fixed delay: late runs push the later ones back).
+    /** @throws std::invalid_argument if @p delay is negative or @p period is not positive;
+     *  sched::timer_cancelled; sched::task_already_scheduled. */
+    template <class Rep1, class Period1, class Rep2, class Period2>
+    void schedule(const task_type& task,
+                  std::chrono::duration<Rep1, Period1> delay,
+                  std::chrono::duration<Rep2, Period2> period)
+    {
+        queue(task, first_due(delay), detail::timer_period::fixed_delay, checked_period(period));
+    }
+
+    /// As above, first at @p first (at once if it has passed).
+    template <class Rep, class Period>
+    void
+    schedule(const task_type& task, time_point first, std::chrono::duration<Rep, Period> period)
+    {
+        queue(task, first, detail::timer_period::fixed_delay, checked_period(period));
+    }
+
+    /// As above, first at the wall-clock time @p first.
+    template <class Rep, class Period>
+    void schedule(const task_type& task,
+                  std::chrono::system_clock::time_point first,
+                  std::chrono::duration<Rep, Period>
+                      period) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
+    {
+        queue(task, from_system(first), detail::timer_period::fixed_delay, checked_period(period));
+    }
+
+    /// Runs @p task after @p delay, then every @p period on that grid: run n is due at
+    /// first + n·period, and runs missed while the thread was busy happen one after another.
+    /** @throws std::invalid_argument if @p delay is negative or @p period is not positive;
+     *  sched::timer_cancelled; sched::task_already_scheduled. */
+    template <class Rep1, class Period1, class Rep2, class Period2>
+    void schedule_at_fixed_rate(const task_type& task,
+                                std::chrono::duration<Rep1, Period1> delay,
+                                std::chrono::duration<Rep2, Period2> period)
+    {
+        queue(task, first_due(delay), detail::timer_period::fixed_rate, checked_period(period));
+    }
+
+    /// As above, first at @p first: if that has passed, the runs missed since happen at once.
+    template <class Rep, class Period>
+    void schedule_at_fixed_rate(const task_type& task,
+                                time_point first,
+                                std::chrono::duration<Rep, Period> period)
+    {
+        queue(task, first, detail::timer_period::fixed_rate, checked_period(period));
+    }
+
+    /// As above, first at the wall-clock time @p first.
+    template <class Rep, class Period>
+    void
+    schedule_at_fixed_rate(const task_type& task,
+                           std::chrono::system_clock::time_point first,
+                           std::chrono::duration<Rep, Period>
+                               period) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
+    {
+        queue(task, from_system(first), detail::timer_period::fixed_rate, checked_period(period));
+    }
+
+    /// Ends the timer (java.util.Timer.cancel()): queued tasks are cancelled without running, a
+    /// run under way finishes, later schedule calls throw sched::timer_cancelled. Returns once
+    /// that run has finished, unless called from it (that run is then the last). Calling it
+    /// again does nothing.
+    void cancel() noexcept
+    {
+        {
+            std::lock_guard lock(mutex_);
+            if (cancelled_)
+                return;
+            cancelled_ = true;
+        }
+        thread_.request_stop();
+        std::vector<typename queue_type::node*> left;
+        try
+        {
+            left.reserve(queue_.size());
+        }
+        catch (...) // out of memory: the thread's exit takes what is left, below
+        {}
+        queue_.remove_if([](typename queue_type::node&) { return true; }, std::back_inserter(left));
+        for (typename queue_type::node* n : left)
+            drop(static_cast<node_type&>(*n));
+        if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
+            thread_.join();
+    }
+
+    /// Removes the cancelled tasks from the queue (java.util.Timer.purge()).
+    /** @returns how many it removed. */
+    std::size_t purge()
+    {
+        std::vector<typename queue_type::node*> removed;
+        queue_.remove_if(
+            [](typename queue_type::node& n) {
+                return static_cast<node_type&>(n).state() == timer_task_state::cancelled;
+            },
+            std::back_inserter(removed));
+        for (typename queue_type::node* n : removed)
+            static_cast<node_type&>(*n).keep.reset();
+        return removed.size();
+    }
+
+private:
+    using queue_type = basic_delayed_work_queue<Clock>;
+    using node_type = detail::timer_node<Clock>;
+
+    template <class Rep, class Period>
+    static time_point first_due(std::chrono::duration<Rep, Period> delay)
+    {
+        if (delay < delay.zero())
+            throw std::invalid_argument("sched::timer: negative delay");
+        return detail::due_after<Clock>(delay);
+    }
+
+    template <class Rep, class Period>
+    static duration checked_period(std::chrono::duration<Rep, Period> period)
+    {
+        if (!(period > period.zero()))
+            throw std::invalid_argument("sched::timer: the period must be positive");
+        return std::chrono::ceil<duration>(period);
+    }
+
+    static time_point from_system(std::chrono::system_clock::time_point t)
+    {
+        return detail::due_after<Clock>(t - std::chrono::system_clock::now());
+    }
+
+    void queue(const task_type& task, time_point due, detail::timer_period kind, duration period)
+    {
+        node_type& n = *task.node_;
+        std::lock_guard lock(mutex_); // cancel() cannot pass meanwhile
+        if (cancelled_)
+            throw timer_cancelled();
+        if (!n.begin_schedule(kind, period))
+            throw task_already_scheduled();
+        n.keep = task.node_;
+        queue_.push(n, due);
+    }
+
+    // A queued task the timer lets go of without running it.
+    static void drop(node_type& n) noexcept
+    {
+        n.cancel();
+        n.keep.reset();
+    }
+
+    void main_loop(std::stop_token stop)
+    {
+        detail::name_this_thread(name_);
+        while (typename queue_type::node* taken = queue_.take(stop))
+            run(static_cast<node_type&>(*taken));
+    }
+
+    void run(node_type& n)
+    {
+        std::shared_ptr<node_type> keep = std::move(n.keep);
+        {
+            std::lock_guard lock(mutex_);
+            if (cancelled_) // taken as cancel() began: dropped, as the rest of the queue
+            {
+                n.cancel();
+                return;
+            }
+        }
+        if (n.state() == timer_task_state::cancelled)
+            return; // cancelled while queued: dropped as it comes due
+        const time_point due = n.due_time();
+        const time_point started = Clock::now();
+        if (n.kind() == detail::timer_period::none && !n.begin_last_run())
+            return; // cancelled just now
+        try
+        {
+            n.run(due);
+        }
+        catch (...)
+        {
+            report(std::current_exception());
+            n.end_by_failure();
+            return;
+        }
+        if (n.kind() == detail::timer_period::none || n.state() != timer_task_state::scheduled)
+            return;
+        const time_point next = n.kind() == detail::timer_period::fixed_rate
+                                    ? detail::saturating_add(due, n.period())
+                                    : detail::saturating_add(started, n.period());
+        std::lock_guard lock(mutex_);
+        if (cancelled_)
+            n.cancel();
+        else
+        {
+            n.keep = std::move(keep);
+            queue_.push(n, next);
+        }
+    }
+
+    void report(std::exception_ptr e) noexcept
+    {
+        if (on_error_)
+        {
+            on_error_(std::move(e));
+            return;
+        }
+        try
+        {
+            std::rethrow_exception(e);
+        }
+        catch (const std::exception& error)
+        {
+            std::cerr << "sched::timer " << name_ << ": a task threw: " << error.what() << '\n';
+        }
+        catch (...)
+        {
+            std::cerr << "sched::timer " << name_ << ": a task threw\n";
+        }
+    }
+
+    const std::string name_;
+    const error_handler on_error_;
+    queue_type queue_;
+    std::mutex mutex_; // orders schedule calls and re-queueing against cancel()
+    bool cancelled_ = false;
+    std::jthread thread_; // last: it starts once the rest is ready
+};
+
+/// The timer on std::chrono::steady_clock.
+using timer = basic_timer<>;
+
+} // namespace sched
+
+#endif // SCHED_TIMER_HPP

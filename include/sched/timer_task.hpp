@@ -1,0 +1,71 @@
+#ifndef SCHED_TIMER_TASK_HPP
+#define SCHED_TIMER_TASK_HPP
+
+#include <sched/timer_task_state.hpp>
+
+#include <sched/detail/timer_node.hpp>
+
+#include <chrono>
+#include <concepts>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace sched {
+
+template <class Clock>
+class basic_timer;
+
+/// A task for a sched::basic_timer: java.util.TimerTask around a callable. Copies share one
+/// task, as Java references do. A task can be scheduled once: scheduling it again, or after
+/// cancel(), throws sched::task_already_scheduled.
+/**
+ * @par Thread safety
+ * Every member function may be called from any thread, including from inside the task.
+ */
+template <class Clock = std::chrono::steady_clock>
+class basic_timer_task
+{
+public:
+    using clock_type = Clock;
+    using time_point = typename Clock::time_point;
+
+    /// A task that runs @p f (a callable taking no arguments) on the timer's thread.
+    template <class F>
+    requires std::invocable < std::decay_t<F>
+    & > &&(!std::same_as<std::remove_cvref_t<F>, basic_timer_task>)explicit basic_timer_task(F&& f)
+        : node_(
+              std::make_shared<detail::timer_node_for<Clock, std::decay_t<F>>>(std::forward<F>(f)))
+    {}
+
+    /// Cancels the task (java.util.TimerTask.cancel()): it will not run again. A run under way
+    /// finishes. The task stays in its timer's queue until it reaches the head or
+    /// basic_timer::purge() removes it.
+    /** @returns true if this prevented a run: a one-shot task that had not run, or any
+     *  periodic task; false if it had not been scheduled, had run once, or was already
+     *  cancelled. */
+    bool cancel() noexcept { return node_->cancel(); }
+
+    /// Where the task is in its life.
+    timer_task_state state() const noexcept { return node_->state(); }
+
+    /// The time the most recent run was due (during a run: this run's), as
+    /// java.util.TimerTask.scheduledExecutionTime(); `time_point::min()` before the first run.
+    /// A run compares it with the clock to see how late it is.
+    time_point scheduled_execution_time() const noexcept
+    {
+        return node_->scheduled_execution_time();
+    }
+
+private:
+    friend class basic_timer<Clock>;
+
+    std::shared_ptr<detail::timer_node<Clock>> node_;
+};
+
+/// The task type of sched::timer.
+using timer_task = basic_timer_task<>;
+
+} // namespace sched
+
+#endif // SCHED_TIMER_TASK_HPP

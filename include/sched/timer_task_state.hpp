@@ -1,0 +1,17 @@
+#ifndef SCHED_TIMER_TASK_STATE_HPP
+#define SCHED_TIMER_TASK_STATE_HPP
+
+namespace sched {
+
+/// What a sched::basic_timer_task has been through: java.util.TimerTask's states.
+enum class timer_task_state
+{
+    virgin,    ///< Not scheduled yet.
+    scheduled, ///< Scheduled; a one-shot task has not run yet, a periodic task may have.
+    executed,  ///< A one-shot task ran (or is running); a periodic task ended by throwing.
+    cancelled, ///< Cancelled (by cancel(), or by the timer's cancel() before it ran).
+};
+
+} // namespace sched
+
+#endif // SCHED_TIMER_TASK_STATE_HPP

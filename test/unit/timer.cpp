@@ -1,0 +1,366 @@
+// sched::basic_timer: java.util.Timer's semantics on the manual clock (and the timer thread's
+// name and survival on it too: nothing here waits for real time to pass).
+
+#include <sched/manual_clock.hpp>
+#include <sched/scheduled_thread_pool.hpp>
+#include <sched/timer.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "support/counter.hpp"
+#include "support/manual_clock_fixture.hpp"
+#include "support/wait.hpp"
+#include <pthread.h>
+
+namespace {
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+using sched::timer_task_state;
+using manual_timer = sched::basic_timer<manual_clock>;
+using manual_task = sched::basic_timer_task<manual_clock>;
+using time_point = manual_clock::time_point;
+using sched::test::counter;
+
+// The scheduled execution times of a task's runs, as the task saw them.
+struct run_log
+{
+    std::mutex mutex;
+    std::vector<time_point> due;
+    counter runs;
+
+    void record(const manual_task& task)
+    {
+        {
+            std::lock_guard lock(mutex);
+            due.push_back(task.scheduled_execution_time());
+        }
+        runs.increment();
+    }
+
+    std::vector<time_point> snapshot()
+    {
+        std::lock_guard lock(mutex);
+        return due;
+    }
+};
+
+// A one-shot task that counts its run: scheduled after others, it shows that the timer's
+// thread has got past them (it runs tasks one at a time, in due order).
+struct sentinel
+{
+    counter ran;
+    manual_task task{[this] {
+        ran.increment();
+    }};
+};
+
+struct timer_fixture : sched::test::manual_clock_fixture
+{};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_timer, timer_fixture)
+
+BOOST_AUTO_TEST_CASE(a_one_shot_task_runs_when_due_and_goes_virgin_scheduled_executed)
+{
+    counter ran;
+    manual_task task([&] { ran.increment(); });
+    manual_timer timer;
+    BOOST_TEST((task.state() == timer_task_state::virgin));
+    timer.schedule(task, 10s);
+    BOOST_TEST((task.state() == timer_task_state::scheduled));
+    manual_clock::advance(9s);
+    sentinel early;
+    timer.schedule(early.task, 0s);
+    BOOST_TEST(early.ran.wait_for_at_least(1));
+    BOOST_TEST(ran.value() == 0); // the timer's thread has passed 9 s without running it
+    manual_clock::advance(1s);
+    BOOST_TEST(ran.wait_for_at_least(1));
+    BOOST_TEST((task.state() == timer_task_state::executed));
+    BOOST_TEST(task.scheduled_execution_time() == at(10s));
+}
+
+BOOST_AUTO_TEST_CASE(fixed_rate_from_ten_periods_in_the_past_runs_exactly_the_catch_up_burst)
+{
+    run_log log;
+    manual_task task([&] { log.record(task); });
+    manual_timer timer;
+    manual_clock::advance(100s);
+    timer.schedule_at_fixed_rate(task, at(0s), 10s); // ten periods ago
+    sentinel half;
+    timer.schedule(half.task, at(105s));
+    manual_clock::advance(5s);
+    BOOST_TEST(half.ran.wait_for_at_least(1));
+    std::vector<time_point> expected;
+    for (int n = 0; n <= 10; ++n)
+        expected.push_back(at(n * 10s)); // every missed run, then the one due now
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+    manual_clock::advance(5s);
+    BOOST_TEST(log.runs.wait_for_at_least(12));
+    BOOST_TEST(log.snapshot().back() == at(110s)); // back on the grid
+}
+
+BOOST_AUTO_TEST_CASE(fixed_delay_from_ten_periods_in_the_past_runs_once_then_a_period_later)
+{
+    run_log log;
+    manual_task task([&] { log.record(task); });
+    manual_timer timer;
+    manual_clock::advance(100s);
+    timer.schedule(task, at(0s), 10s);
+    BOOST_TEST(log.runs.wait_for_at_least(1)); // started at 100 s, before the clock moves on
+    sentinel half;
+    timer.schedule(half.task, at(105s));
+    manual_clock::advance(5s);
+    BOOST_TEST(half.ran.wait_for_at_least(1));
+    BOOST_TEST(log.snapshot() == std::vector<time_point>{at(0s)}, boost::test_tools::per_element());
+    manual_clock::advance(5s); // 110 s: a period after the late run started
+    BOOST_TEST(log.runs.wait_for_at_least(2));
+    BOOST_TEST(log.snapshot().back() == at(110s));
+}
+
+BOOST_AUTO_TEST_CASE(timers_fixed_delay_counts_from_the_start_of_a_slow_run)
+{
+    // Each run takes 3 s of a 2 s period. Timer's fixed delay measures from the start of the
+    // run: due 0, 2 (started late, at 3), 5 (at 6), 8. The pool's fixed delay measures from the
+    // end instead (test_scheduled_thread_pool): it would be due 0, 5, 10.
+    run_log log;
+    manual_task task([&] {
+        log.record(task);
+        manual_clock::advance(3s); // a slow run
+        if (log.runs.value() == 4)
+            task.cancel();
+    });
+    manual_timer timer;
+    timer.schedule(task, 0s, 2s);
+    BOOST_TEST(log.runs.wait_for_at_least(4));
+    BOOST_TEST(log.snapshot() == (std::vector<time_point>{at(0s), at(2s), at(5s), at(8s)}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(fixed_rate_keeps_its_grid_through_slow_runs)
+{
+    // 3 s runs of a 2 s period: runs are due 0, 2, 4, 6 however late they start.
+    run_log log;
+    manual_task task([&] {
+        log.record(task);
+        manual_clock::advance(3s);
+        if (log.runs.value() == 4)
+            task.cancel();
+    });
+    manual_timer timer;
+    timer.schedule_at_fixed_rate(task, 0s, 2s);
+    BOOST_TEST(log.runs.wait_for_at_least(4));
+    BOOST_TEST(log.snapshot() == (std::vector<time_point>{at(0s), at(2s), at(4s), at(6s)}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(cancel_says_whether_it_prevented_a_run)
+{
+    manual_timer timer;
+    manual_task never_scheduled([] {});
+    BOOST_TEST(!never_scheduled.cancel());
+    BOOST_TEST((never_scheduled.state() == timer_task_state::cancelled));
+
+    manual_task pending([] {});
+    timer.schedule(pending, 10s);
+    BOOST_TEST(pending.cancel());
+    BOOST_TEST(!pending.cancel()); // already cancelled
+    BOOST_TEST((pending.state() == timer_task_state::cancelled));
+
+    counter ran;
+    manual_task done([&] { ran.increment(); });
+    timer.schedule(done, 0s);
+    BOOST_TEST(ran.wait_for_at_least(1));
+    BOOST_TEST(!done.cancel()); // it ran: nothing prevented
+    BOOST_TEST((done.state() == timer_task_state::cancelled));
+
+    run_log log;
+    manual_task periodic([&] { log.record(periodic); });
+    timer.schedule_at_fixed_rate(periodic, 0s, 1s);
+    BOOST_TEST(log.runs.wait_for_at_least(1));
+    BOOST_TEST(periodic.cancel()); // prevents the next runs
+    manual_clock::advance(5s);
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST(after.ran.wait_for_at_least(1));
+    BOOST_TEST(log.runs.value() == 1);
+    manual_clock::advance(10s); // the cancelled pending task came due: dropped, never run
+    sentinel later;
+    timer.schedule(later.task, 0s);
+    BOOST_TEST(later.ran.wait_for_at_least(1));
+    BOOST_TEST(log.runs.value() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_is_scheduled_once)
+{
+    manual_timer timer;
+    manual_task task([] {});
+    timer.schedule(task, 10s);
+    BOOST_CHECK_THROW(timer.schedule(task, 10s), sched::task_already_scheduled);
+    BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, 1s, 1s), sched::task_already_scheduled);
+    manual_task copy = task; // the same task
+    BOOST_CHECK_THROW(timer.schedule(copy, 1s), sched::task_already_scheduled);
+    manual_task cancelled([] {});
+    cancelled.cancel();
+    BOOST_CHECK_THROW(timer.schedule(cancelled, 1s), sched::task_already_scheduled);
+    manual_timer other;
+    BOOST_CHECK_THROW(other.schedule(task, 1s), sched::task_already_scheduled);
+    BOOST_TEST(timer.purge() == 0u); // nothing was queued twice
+}
+
+BOOST_AUTO_TEST_CASE(purge_removes_exactly_the_cancelled_tasks)
+{
+    manual_timer timer;
+    BOOST_TEST(timer.purge() == 0u); // empty
+    std::vector<manual_task> tasks;
+    for (int i = 0; i < 5; ++i)
+    {
+        tasks.emplace_back([] {});
+        timer.schedule(tasks.back(), std::chrono::seconds(10 + i));
+    }
+    tasks[0].cancel();
+    tasks[2].cancel();
+    tasks[4].cancel();
+    BOOST_TEST(timer.purge() == 3u);
+    BOOST_TEST(timer.purge() == 0u);
+    BOOST_TEST((tasks[1].state() == timer_task_state::scheduled));
+    BOOST_TEST((tasks[3].state() == timer_task_state::scheduled));
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_the_timer_drops_pending_tasks_finishes_the_running_one)
+{
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    counter started;
+    counter finished;
+    manual_task running([&] {
+        started.increment();
+        released.wait();
+        finished.increment();
+    });
+    counter ran;
+    manual_task pending([&] { ran.increment(); });
+    manual_timer timer;
+    timer.schedule(running, 0s);
+    timer.schedule(pending, 1s);
+    BOOST_TEST(started.wait_for_at_least(1));
+    std::thread canceller([&] { timer.cancel(); }); // returns once the run has finished
+    BOOST_TEST(
+        sched::test::eventually([&] { return pending.state() == timer_task_state::cancelled; }));
+    release.set_value();
+    canceller.join();
+    BOOST_TEST(finished.value() == 1);
+    manual_clock::advance(10s);
+    BOOST_TEST(ran.value() == 0);
+    BOOST_TEST((pending.state() == timer_task_state::cancelled));
+    manual_task late([] {});
+    BOOST_CHECK_THROW(timer.schedule(late, 0s), sched::timer_cancelled);
+    BOOST_TEST((late.state() == timer_task_state::virgin)); // refused, not consumed
+    timer.cancel();                                         // again: nothing
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_task_does_not_kill_the_timer)
+{
+    std::mutex mutex;
+    std::vector<std::string> errors;
+    manual_timer timer("thrower", [&](std::exception_ptr e) {
+        try
+        {
+            std::rethrow_exception(e);
+        }
+        catch (const std::exception& error)
+        {
+            std::lock_guard lock(mutex);
+            errors.emplace_back(error.what());
+        }
+    });
+    counter periodic_runs;
+    manual_task failing_periodic([&] {
+        periodic_runs.increment();
+        throw std::runtime_error("tick");
+    });
+    manual_task failing_once([] { throw std::runtime_error("once"); });
+    timer.schedule_at_fixed_rate(failing_periodic, 0s, 1s);
+    timer.schedule(failing_once, 0s);
+    manual_clock::advance(5s); // the periodic task would have run 5 more times
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST(after.ran.wait_for_at_least(1)); // the thread lives on
+    BOOST_TEST(periodic_runs.value() == 1);     // it ended with its exception
+    BOOST_TEST((failing_periodic.state() == timer_task_state::executed));
+    BOOST_TEST((failing_once.state() == timer_task_state::executed));
+    std::lock_guard lock(mutex);
+    BOOST_TEST(errors == (std::vector<std::string>{"tick", "once"}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(bad_periods_and_delays_are_rejected_and_schedule_nothing)
+{
+    manual_timer timer;
+    manual_task task([] {});
+    BOOST_CHECK_THROW(timer.schedule(task, 1s, 0s), std::invalid_argument);
+    BOOST_CHECK_THROW(timer.schedule(task, 1s, -1s), std::invalid_argument);
+    BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, 1s, 0s), std::invalid_argument);
+    BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, at(1s), -5ms), std::invalid_argument);
+    BOOST_CHECK_THROW(timer.schedule(task, -1s), std::invalid_argument);
+    BOOST_TEST((task.state() == timer_task_state::virgin));
+    timer.schedule(task, 1s); // still schedulable
+    BOOST_TEST((task.state() == timer_task_state::scheduled));
+}
+
+BOOST_AUTO_TEST_CASE(the_thread_has_the_timers_name)
+{
+    std::promise<std::string> name;
+    manual_task task([&] {
+        char buffer[16] = {};
+        pthread_getname_np(pthread_self(), buffer, sizeof buffer);
+        name.set_value(buffer);
+    });
+    manual_timer timer("heartbeats-of-the-server");
+    timer.schedule(task, 0s);
+    BOOST_TEST(name.get_future().get() == "heartbeats-of-t"); // Linux keeps 15 characters
+    BOOST_TEST(timer.name() == "heartbeats-of-the-server");
+}
+
+BOOST_AUTO_TEST_CASE(a_system_clock_time_point_is_converted_when_scheduled)
+{
+    counter ran;
+    manual_task task([&] { ran.increment(); });
+    manual_timer timer;
+    timer.schedule(task, std::chrono::system_clock::now() + 1h);
+    manual_clock::advance(59min);
+    sentinel before;
+    timer.schedule(before.task, 0s);
+    BOOST_TEST(before.ran.wait_for_at_least(1));
+    BOOST_TEST(ran.value() == 0);
+    manual_clock::advance(2min);
+    BOOST_TEST(ran.wait_for_at_least(1));
+}
+
+BOOST_AUTO_TEST_CASE(a_task_may_cancel_the_timer_and_its_run_is_the_last)
+{
+    manual_timer timer;
+    counter ran;
+    manual_task other([&] { ran.increment(); });
+    counter cancelled;
+    manual_task canceller([&] {
+        timer.cancel();
+        cancelled.increment();
+    });
+    timer.schedule(canceller, 0s);
+    timer.schedule(other, 0s);
+    BOOST_TEST(cancelled.wait_for_at_least(1));
+    BOOST_TEST((other.state() == timer_task_state::cancelled));
+    BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
