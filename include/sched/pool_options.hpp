@@ -69,6 +69,13 @@ struct pool_options
     /// Runs last on each worker before it exits.
     std::function<void(std::size_t worker)> on_thread_stop;
 
+    /// Sees every exception that a task, a periodic run or an executor function throws on the
+    /// pool's threads, on that thread, before after_execute; it must not throw. Empty: the
+    /// exceptions that no future or completion handler carries (a periodic task's failures that
+    /// its failure_policy lets it survive, execute()'s tasks, executor functions) are written to
+    /// std::cerr, one line each, so that no failure is silent.
+    std::function<void(std::exception_ptr)> error_sink;
+
     /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's
     /// wait, on the io_context's thread that takes it (see basic_scheduler).
     std::function<void()> before_execute;

@@ -9,12 +9,14 @@
 #include <sched/error.hpp>
 #include <sched/future_state.hpp>
 #include <sched/manual_clock.hpp>
+#include <sched/periodic_options.hpp>
 #include <sched/pool_executor.hpp>
 #include <sched/pool_options.hpp>
 #include <sched/scheduled_future.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 #include <sched/scheduler.hpp>
 #include <sched/task_handle.hpp>
+#include <sched/tick.hpp>
 #include <sched/timer.hpp>
 #include <sched/timer_task.hpp>
 #include <sched/timer_task_state.hpp>

@@ -2,9 +2,11 @@
 #define SCHED_SCHEDULED_THREAD_POOL_HPP
 
 #include <sched/delayed_work_queue.hpp>
+#include <sched/periodic_options.hpp>
 #include <sched/pool_options.hpp>
 #include <sched/scheduled_future.hpp>
 #include <sched/task_handle.hpp>
+#include <sched/tick.hpp>
 
 #include <sched/detail/task.hpp>
 #include <sched/detail/task_impl.hpp>
@@ -48,12 +50,16 @@ class basic_pool_executor;
  * when the task is cancelled with interruption or the pool stops). Scheduling returns a
  * basic_scheduled_future for the task's result and for cancelling it.
  *
- * A task's exception goes to its future (and to the after_execute hook), never out of a worker:
- * workers do not die. A periodic task never runs concurrently with itself; an exception ends it,
- * and its future's get() rethrows it.
+ * A task's exception goes to its future (and to the error_sink and after_execute hooks), never
+ * out of a worker: workers do not die. A periodic task never runs concurrently with itself; by
+ * default an exception ends it and its future's get() rethrows it (see periodic_options for
+ * what else it may do, and for its missed-tick policy and jitter). A periodic callable may take
+ * a `const sched::basic_tick<Clock>&` first: when the run was due, when it started, its index
+ * and the runs missed before it.
  *
- * Bad input: a zero or negative period throws std::invalid_argument and an empty callable (a
- * null function pointer or empty std::function) throws std::invalid_argument, scheduling nothing.
+ * Bad input: a zero or negative period, an empty callable (a null function pointer or empty
+ * std::function), a jitter larger than the period, or a burst or skip policy on a fixed delay
+ * throws std::invalid_argument, scheduling nothing.
  * A negative delay means "now". Delays and periods too large for the clock saturate: a task due
  * at time_point::max() never runs.
  *
@@ -85,6 +91,8 @@ public:
     using time_point = typename Clock::time_point;
     using queue_type = basic_delayed_work_queue<Clock>;
     using task_handle_type = basic_task_handle<Clock>;
+    /// What each run of a periodic task may be told.
+    using tick_type = basic_tick<Clock>;
     template <class R>
     using future_type = basic_scheduled_future<R, Clock>;
     /// The pool's Asio executor: possibly blocking, untracked, std::allocator.
@@ -137,27 +145,33 @@ public:
 
     /// Runs @p f first @p initial_delay from now, then every @p period on a fixed grid: the k-th
     /// run is due at first + k·period, whenever the previous runs happened (Java's
-    /// scheduleAtFixedRate). After a stall, missed runs follow one another at once.
+    /// scheduleAtFixedRate). After a stall, missed runs follow one another at once, unless
+    /// `options.missed` says otherwise.
     /**
-     * @p f returns void. The future completes only when the task ends: cancelled, or failed with
-     * what @p f threw.
-     * @throws std::invalid_argument if @p period is not positive or @p f is empty.
+     * @p f returns void and takes nothing, a std::stop_token, a `const tick_type&`, or both
+     * (tick first). The future completes only when the task ends: cancelled, or failed with what
+     * @p f threw as its failure policy says.
+     * @throws std::invalid_argument if @p period is not positive, @p f is empty, or the jitter is
+     * larger than the period.
      * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
      */
     template <class F, class Rep1, class Period1, class Rep2, class Period2>
-    requires detail::task_body<F> future_type<void>
+    requires detail::periodic_body<F, tick_type> future_type<void>
     schedule_at_fixed_rate(std::chrono::duration<Rep1, Period1> initial_delay,
                            std::chrono::duration<Rep2, Period2> period,
-                           F&& f);
+                           F&& f,
+                           const periodic_options& options = {});
 
     /// Runs @p f first @p initial_delay from now, then again @p delay after each run ends (Java's
     /// scheduleWithFixedDelay).
-    /** @copydetails schedule_at_fixed_rate */
+    /** @copydetails schedule_at_fixed_rate
+     *  @throws std::invalid_argument also for a missed-tick policy other than delay(). */
     template <class F, class Rep1, class Period1, class Rep2, class Period2>
-    requires detail::task_body<F> future_type<void>
+    requires detail::periodic_body<F, tick_type> future_type<void>
     schedule_with_fixed_delay(std::chrono::duration<Rep1, Period1> initial_delay,
                               std::chrono::duration<Rep2, Period2> delay,
-                              F&& f);
+                              F&& f,
+                              const periodic_options& options = {});
 
     /// Runs @p f as soon as a worker is free; returns a future for its result.
     /** @copydetails schedule */
@@ -168,7 +182,7 @@ public:
     }
 
     /// Runs @p f as soon as a worker is free, without a future: what it throws reaches only the
-    /// after_execute hook.
+    /// error_sink (by default, a line on std::cerr) and after_execute hooks.
     /**
      * With no future, a task rejected under the discard policies after shutdown is dropped
      * without a word; use submit() to learn its fate.
@@ -239,8 +253,21 @@ private:
     };
 
     // Makes the task for @p f (decorated if the pool has a decorate_task hook) and queues it.
-    template <class R, bool Periodic, class F>
-    future_type<R> make_and_queue(F&& f, time_point due, detail::period_kind kind, duration period);
+    // An unobserved task is one whose future the caller drops (execute()).
+    template <class R, bool Periodic, class F, class Schedule>
+    future_type<R> make_and_queue(F&& f,
+                                  time_point due,
+                                  detail::period_kind kind,
+                                  const Schedule& schedule,
+                                  bool unobserved = false);
+
+    // Makes and queues a periodic task of `kind`: the checks and the first due time.
+    template <class F, class Rep1, class Period1, class Rep2, class Period2>
+    future_type<void> make_periodic(detail::period_kind kind,
+                                    std::chrono::duration<Rep1, Period1> initial_delay,
+                                    std::chrono::duration<Rep2, Period2> period,
+                                    F&& f,
+                                    const periodic_options& options);
 
     // The executor's submission: queues `f`, due now, as an executor function whose node comes
     // from `a` (from the recycler if `a` is a std::allocator).
@@ -272,6 +299,9 @@ private:
     void finish_run(task_type& t, std::exception_ptr error) noexcept override;
     // The end of a run: re-queues a periodic task or retires the task, then after_execute.
     void after_run(task_ptr t, std::exception_ptr error) noexcept;
+    // What a run threw, to the error sink; without one, to std::cerr unless a future or
+    // completion handler carries it.
+    void report_failure(const std::exception_ptr& error, bool carried) noexcept;
     void requeue(task_ptr t, time_point due) noexcept;
     // The runner is done with the task: frees its body and drops the reference. Touches
     // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
@@ -299,7 +329,7 @@ private:
 
     // Whether this thread is one of the pool's workers.
     bool runs_this_thread() const noexcept { return detail::this_thread_pool() == this; }
-    // What an executor function run inside execute() threw: to the after_execute hook.
+    // What an executor function run inside execute() threw: to the error sink and after_execute.
     void after_inline_run(std::exception_ptr error) noexcept;
 
     // Takes every queued task matching pred out of the queue, in due order, with the queue's

@@ -1,7 +1,9 @@
 #ifndef SCHED_SCHEDULER_HPP
 #define SCHED_SCHEDULER_HPP
 
+#include <sched/periodic_options.hpp>
 #include <sched/scheduled_thread_pool.hpp>
+#include <sched/tick.hpp>
 
 #include <sched/detail/async_task.hpp>
 #include <sched/detail/scheduler_service.hpp>
@@ -18,6 +20,7 @@
 #include <concepts>
 #include <cstddef>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -36,6 +39,10 @@ struct schedule_signature<void>
 {
     using type = void(std::exception_ptr);
 };
+
+// Whether a periodic operation's argument is its options rather than its completion token.
+template <class T>
+inline constexpr bool is_periodic_options = std::is_same_v<std::decay_t<T>, periodic_options>;
 
 } // namespace detail
 
@@ -102,6 +109,8 @@ public:
     using time_point = typename Clock::time_point;
     using executor_type = Executor;
     using pool_type = basic_scheduled_thread_pool<Clock>;
+    /// What each run of a periodic operation may be told.
+    using tick_type = basic_tick<Clock>;
 
     /// The scheduler type when rebound to another executor.
     template <class Executor1>
@@ -202,11 +211,18 @@ public:
     /**
      * @p tick runs on a pool worker, or through the executor it is bound to with
      * boost::asio::bind_executor (a connection's strand, say); it never runs concurrently with
-     * itself. Completion signature periodic_signature, `void(std::exception_ptr, std::size_t)`:
-     * why it ended — a system_error with `operation_aborted` (cancelled) or
-     * sched::error::shutdown, or what the tick threw, which ends it — and how many ticks ran.
-     * A period that is not positive, or an empty @p tick, completes with std::invalid_argument
-     * and 0 ticks without scheduling anything.
+     * itself. It takes nothing, a std::stop_token, a `const tick_type&` (when the run was due,
+     * when it started, its index, the runs missed before it), or the tick and then a stop token.
+     * @p options sets the missed-tick and failure policies and the jitter (by default, Java's:
+     * missed runs come back to back, and the first exception ends the operation).
+     *
+     * Completion signature periodic_signature, `void(std::exception_ptr, std::size_t)`: why it
+     * ended — a system_error with `operation_aborted` (cancelled) or sched::error::shutdown, or
+     * what the tick threw, which ends it as its failure policy says — and how many ticks ran
+     * (failed ones included). A period that is not positive, an empty @p tick or options that do
+     * not fit (a jitter larger than the period) complete with std::invalid_argument and 0 ticks
+     * without scheduling anything. Failures that do not end the operation go to the pool's
+     * error_sink.
      *
      * Terminal and partial cancellation end the operation after any running tick; total
      * cancellation only before the first tick.
@@ -217,34 +233,75 @@ public:
               class Rep2,
               class Period2,
               class Token = boost::asio::default_completion_token_t<executor_type>>
-    requires detail::task_body<Tick>
+    requires detail::periodic_body<Tick, tick_type>
     auto async_schedule_at_fixed_rate(
         std::chrono::duration<Rep1, Period1> initial_delay,
         std::chrono::duration<Rep2, Period2> period,
         Tick&& tick,
+        const periodic_options& options,
         Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return initiate_periodic(detail::period_kind::fixed_rate, due_or_error(initial_delay),
-                                 period, std::forward<Tick>(tick), std::forward<Token>(token));
+                                 period, std::forward<Tick>(tick), options,
+                                 std::forward<Token>(token));
     }
 
-    /// Runs @p tick first @p initial_delay from now, then again @p delay after each tick ends.
-    /** @copydetails async_schedule_at_fixed_rate */
+    /// As above, with the default options.
     template <class Tick,
               class Rep1,
               class Period1,
               class Rep2,
               class Period2,
               class Token = boost::asio::default_completion_token_t<executor_type>>
-    requires detail::task_body<Tick>
+    requires detail::periodic_body<Tick, tick_type> &&
+        (!detail::is_periodic_options<Token>)auto async_schedule_at_fixed_rate(
+            std::chrono::duration<Rep1, Period1> initial_delay,
+            std::chrono::duration<Rep2, Period2> period,
+            Tick&& tick,
+            Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return async_schedule_at_fixed_rate(initial_delay, period, std::forward<Tick>(tick),
+                                            periodic_options{}, std::forward<Token>(token));
+    }
+
+    /// Runs @p tick first @p initial_delay from now, then again @p delay after each tick ends.
+    /** @copydetails async_schedule_at_fixed_rate
+     *  A missed-tick policy other than delay() completes with std::invalid_argument too. */
+    template <class Tick,
+              class Rep1,
+              class Period1,
+              class Rep2,
+              class Period2,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::periodic_body<Tick, tick_type>
     auto async_schedule_with_fixed_delay(
         std::chrono::duration<Rep1, Period1> initial_delay,
         std::chrono::duration<Rep2, Period2> delay,
         Tick&& tick,
+        const periodic_options& options,
         Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return initiate_periodic(detail::period_kind::fixed_delay, due_or_error(initial_delay),
-                                 delay, std::forward<Tick>(tick), std::forward<Token>(token));
+                                 delay, std::forward<Tick>(tick), options,
+                                 std::forward<Token>(token));
+    }
+
+    /// As above, with the default options.
+    template <class Tick,
+              class Rep1,
+              class Period1,
+              class Rep2,
+              class Period2,
+              class Token = boost::asio::default_completion_token_t<executor_type>>
+    requires detail::periodic_body<Tick, tick_type> &&
+        (!detail::is_periodic_options<Token>)auto async_schedule_with_fixed_delay(
+            std::chrono::duration<Rep1, Period1> initial_delay,
+            std::chrono::duration<Rep2, Period2> delay,
+            Tick&& tick,
+            Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return async_schedule_with_fixed_delay(initial_delay, delay, std::forward<Tick>(tick),
+                                               periodic_options{}, std::forward<Token>(token));
     }
 
 private:
@@ -316,22 +373,29 @@ private:
         // The default completion executor, for tokens that ask (experimental::use_promise).
         executor_type get_executor() const noexcept { return self->executor_; }
 
-        template <class Handler, class W>
+        // `schedule`: a periodic operation's (empty if its input was rejected), or no_work.
+        template <class Handler, class W, class Schedule>
         void operator()(Handler&& handler,
                         W&& work,
                         checked_due due,
-                        typename Clock::duration period,
+                        Schedule schedule,
                         detail::period_kind kind) const
         {
             using task =
                 detail::async_task<Clock, Kind, Work, std::decay_t<Handler>, executor_type>;
             typename task::options opts;
             opts.kind = kind;
-            opts.period = period;
             opts.leader = self->alarm_;
             opts.rejected_input = due.error;
+            time_point first = due.due.resolve();
+            if constexpr (Kind == detail::async_kind::periodic)
+            {
+                if (schedule)
+                    first = schedule->first_due(first);
+                opts.schedule = std::move(schedule);
+            }
             task::start(*self->pool_, *self->service_, self->executor_,
-                        std::forward<Handler>(handler), std::forward<W>(work), due.due.resolve(),
+                        std::forward<Handler>(handler), std::forward<W>(work), first,
                         std::move(opts));
         }
     };
@@ -341,7 +405,7 @@ private:
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
             initiation<detail::async_kind::wait, detail::no_work>{this}, token, detail::no_work{},
-            due, duration::zero(), detail::period_kind::one_shot);
+            due, detail::no_work{}, detail::period_kind::one_shot);
     }
 
     template <class Work, class Token>
@@ -354,7 +418,7 @@ private:
             due.error = empty_work_error(work);
         return boost::asio::async_initiate<Token, schedule_signature_t<result>>(
             initiation<detail::async_kind::schedule, std::decay_t<Work>>{this}, token,
-            std::forward<Work>(work), due, duration::zero(), detail::period_kind::one_shot);
+            std::forward<Work>(work), due, detail::no_work{}, detail::period_kind::one_shot);
     }
 
     template <class Tick, class Rep, class Period, class Token>
@@ -362,9 +426,11 @@ private:
                            checked_due due,
                            std::chrono::duration<Rep, Period> period,
                            Tick&& tick,
+                           const periodic_options& options,
                            Token&& token)
     {
-        static_assert(std::is_void_v<detail::task_result_t<Tick>>, "a periodic tick returns void");
+        static_assert(std::is_void_v<detail::periodic_result_t<Tick, tick_type>>,
+                      "a periodic tick returns void");
         if (!due.error && !(period > std::chrono::duration<Rep, Period>::zero()))
         {
             due.error = std::make_exception_ptr(
@@ -372,13 +438,24 @@ private:
         }
         if (!due.error)
             due.error = empty_work_error(tick);
-        // At least one tick of the clock: a period below its resolution must still move forward.
-        const duration checked =
-            due.error ? duration::zero()
-                      : std::max(detail::saturating_cast<duration>(period), duration(1));
+        std::optional<detail::periodic_schedule<Clock>> schedule;
+        if (!due.error)
+        {
+            try
+            {
+                // At least one tick of the clock: a period below its resolution must still move.
+                schedule.emplace(kind,
+                                 std::max(detail::saturating_cast<duration>(period), duration(1)),
+                                 options);
+            }
+            catch (...) // options that do not fit: std::invalid_argument
+            {
+                due.error = std::current_exception();
+            }
+        }
         return boost::asio::async_initiate<Token, periodic_signature>(
             initiation<detail::async_kind::periodic, std::decay_t<Tick>>{this}, token,
-            std::forward<Tick>(tick), due, checked, kind);
+            std::forward<Tick>(tick), due, std::move(schedule), kind);
     }
 
     executor_type executor_;

@@ -2,8 +2,12 @@
 #define SCHED_TIMER_HPP
 
 #include <sched/delayed_work_queue.hpp>
+#include <sched/periodic_options.hpp>
+#include <sched/tick.hpp>
 #include <sched/timer_task.hpp>
 
+#include <sched/detail/periodic_schedule.hpp>
+#include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/time.hpp>
 #include <sched/detail/timer_node.hpp>
@@ -12,16 +16,15 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
-#include <iostream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 namespace sched {
 
@@ -48,10 +51,16 @@ public:
  * rate (each run is due a period after the previous one was due: after a stall, the missed runs
  * happen in rapid succession). A task that is due while another runs waits for it.
  *
+ * Periodic calls take sched::periodic_options too: a failure policy (a periodic task that
+ * throws may keep running), a jitter, and for schedule_at_fixed_rate a missed-tick policy. A
+ * task's callable may take a `const sched::basic_tick<Clock>&`: when the run was due, when it
+ * started, its index and the runs missed before it.
+ *
  * Two of Timer's traps are gone:
  * - A task that throws does not kill the thread. The exception goes to the timer's error
  *   handler (by default, a line on std::cerr); a periodic task that throws ends (its state
- *   becomes `executed`), and every other task goes on.
+ *   becomes `executed`) unless its failure policy keeps it running, and every other task goes
+ *   on.
  * - Times are on @p Clock, the steady clock by default, so moving the wall clock moves nothing.
  *   A `std::chrono::system_clock` time point is accepted and converted once, when scheduled.
  *
@@ -97,82 +106,92 @@ public:
     template <class Rep, class Period>
     void schedule(const task_type& task, std::chrono::duration<Rep, Period> delay)
     {
-        queue(task, first_due(delay), detail::timer_period::none, duration::zero());
+        queue(task, first_due(delay), std::nullopt);
     }
 
     /// Runs @p task once, at @p time (at once if it has passed).
-    void schedule(const task_type& task, time_point time)
-    {
-        queue(task, time, detail::timer_period::none, duration::zero());
-    }
+    void schedule(const task_type& task, time_point time) { queue(task, time, std::nullopt); }
 
     /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now).
     void schedule(const task_type& task, std::chrono::system_clock::time_point time) requires(
         !std::is_same_v<Clock, std::chrono::system_clock>)
     {
-        queue(task, from_system(time), detail::timer_period::none, duration::zero());
+        queue(task, from_system(time), std::nullopt);
     }
 
     /// Runs @p task after @p delay, then again @p period after each run *started* (Timer's
-    /// fixed delay: late runs push the later ones back).
-    /** @throws std::invalid_argument if @p delay is negative or @p period is not positive;
-     *  sched::timer_cancelled; sched::task_already_scheduled. */
+    /// fixed delay: late runs push the later ones back; missed_tick_policy::delay()).
+    /**
+     * @p options may set the failure policy and jitter; its missed-tick policy, if set, must be
+     * delay().
+     * @throws std::invalid_argument if @p delay is negative, @p period is not positive, or
+     * @p options do not fit (a jitter larger than the period, another missed-tick policy);
+     * sched::timer_cancelled; sched::task_already_scheduled.
+     */
     template <class Rep1, class Period1, class Rep2, class Period2>
     void schedule(const task_type& task,
                   std::chrono::duration<Rep1, Period1> delay,
-                  std::chrono::duration<Rep2, Period2> period)
+                  std::chrono::duration<Rep2, Period2> period,
+                  const periodic_options& options = {})
     {
-        queue(task, first_due(delay), detail::timer_period::fixed_delay, checked_period(period));
+        schedule(task, first_due(delay), period, options);
     }
 
     /// As above, first at @p first (at once if it has passed).
     template <class Rep, class Period>
-    void
-    schedule(const task_type& task, time_point first, std::chrono::duration<Rep, Period> period)
+    void schedule(const task_type& task,
+                  time_point first,
+                  std::chrono::duration<Rep, Period> period,
+                  const periodic_options& options = {})
     {
-        queue(task, first, detail::timer_period::fixed_delay, checked_period(period));
+        queue(task, first, timer_fixed_delay(period, options));
     }
 
     /// As above, first at the wall-clock time @p first.
     template <class Rep, class Period>
     void schedule(const task_type& task,
                   std::chrono::system_clock::time_point first,
-                  std::chrono::duration<Rep, Period>
-                      period) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
+                  std::chrono::duration<Rep, Period> period,
+                  const periodic_options& options =
+                      {}) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
     {
-        queue(task, from_system(first), detail::timer_period::fixed_delay, checked_period(period));
+        schedule(task, from_system(first), period, options);
     }
 
     /// Runs @p task after @p delay, then every @p period on that grid: run n is due at
-    /// first + n·period, and runs missed while the thread was busy happen one after another.
-    /** @throws std::invalid_argument if @p delay is negative or @p period is not positive;
-     *  sched::timer_cancelled; sched::task_already_scheduled. */
+    /// first + n·period, and runs missed while the thread was busy happen one after another
+    /// (missed_tick_policy::burst(), unless @p options say otherwise).
+    /** @throws std::invalid_argument if @p delay is negative, @p period is not positive, or the
+     *  jitter is larger than the period; sched::timer_cancelled; sched::task_already_scheduled. */
     template <class Rep1, class Period1, class Rep2, class Period2>
     void schedule_at_fixed_rate(const task_type& task,
                                 std::chrono::duration<Rep1, Period1> delay,
-                                std::chrono::duration<Rep2, Period2> period)
+                                std::chrono::duration<Rep2, Period2> period,
+                                const periodic_options& options = {})
     {
-        queue(task, first_due(delay), detail::timer_period::fixed_rate, checked_period(period));
+        schedule_at_fixed_rate(task, first_due(delay), period, options);
     }
 
     /// As above, first at @p first: if that has passed, the runs missed since happen at once.
     template <class Rep, class Period>
     void schedule_at_fixed_rate(const task_type& task,
                                 time_point first,
-                                std::chrono::duration<Rep, Period> period)
+                                std::chrono::duration<Rep, Period> period,
+                                const periodic_options& options = {})
     {
-        queue(task, first, detail::timer_period::fixed_rate, checked_period(period));
+        queue(task, first,
+              schedule_type(detail::period_kind::fixed_rate, checked_period(period), options));
     }
 
     /// As above, first at the wall-clock time @p first.
     template <class Rep, class Period>
-    void
-    schedule_at_fixed_rate(const task_type& task,
-                           std::chrono::system_clock::time_point first,
-                           std::chrono::duration<Rep, Period>
-                               period) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
+    void schedule_at_fixed_rate(const task_type& task,
+                                std::chrono::system_clock::time_point first,
+                                std::chrono::duration<Rep, Period> period,
+                                const periodic_options& options =
+                                    {}) requires(!std::is_same_v<Clock, std::chrono::system_clock>)
     {
-        queue(task, from_system(first), detail::timer_period::fixed_rate, checked_period(period));
+        schedule_at_fixed_rate(task, from_system(first), period, options);
     }
 
     /// Ends the timer (java.util.Timer.cancel()): queued tasks are cancelled without running, a
@@ -188,16 +207,13 @@ public:
             cancelled_ = true;
         }
         thread_.request_stop();
-        std::vector<typename queue_type::node*> left;
-        try
+        node_type* left = take_queued([](const node_type&) { return true; });
+        while (left)
         {
-            left.reserve(queue_.size());
+            node_type& n = *std::exchange(left, left->next_taken);
+            n.cancel();
+            n.keep.reset();
         }
-        catch (...) // out of memory: the thread's exit takes what is left, below
-        {}
-        queue_.remove_if([](typename queue_type::node&) { return true; }, std::back_inserter(left));
-        for (typename queue_type::node* n : left)
-            drop(static_cast<node_type&>(*n));
         if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
             thread_.join();
     }
@@ -206,20 +222,48 @@ public:
     /** @returns how many it removed. */
     std::size_t purge()
     {
-        std::vector<typename queue_type::node*> removed;
-        queue_.remove_if(
-            [](typename queue_type::node& n) {
-                return static_cast<node_type&>(n).state() == timer_task_state::cancelled;
-            },
-            std::back_inserter(removed));
-        for (typename queue_type::node* n : removed)
-            static_cast<node_type&>(*n).keep.reset();
-        return removed.size();
+        node_type* removed = take_queued(
+            [](const node_type& n) { return n.state() == timer_task_state::cancelled; });
+        std::size_t count = 0;
+        for (; removed; ++count)
+            std::exchange(removed, removed->next_taken)->keep.reset();
+        return count;
     }
 
 private:
     using queue_type = basic_delayed_work_queue<Clock>;
     using node_type = detail::timer_node<Clock>;
+    using schedule_type = detail::periodic_schedule<Clock>;
+
+    // Links the nodes remove_if() hands out into a list through next_taken: no allocation.
+    struct list_inserter
+    {
+        node_type** last;
+
+        list_inserter& operator*() noexcept { return *this; }
+        list_inserter& operator++() noexcept { return *this; }
+        list_inserter& operator=(typename queue_type::node* n) noexcept
+        {
+            node_type& taken = static_cast<node_type&>(*n);
+            taken.next_taken = nullptr;
+            *last = &taken;
+            last = &taken.next_taken;
+            return *this;
+        }
+    };
+
+    // Takes the queued nodes that match `pred` out of the queue, in due order, as a list.
+    template <class Predicate>
+    node_type* take_queued(Predicate pred) noexcept
+    {
+        node_type* first = nullptr;
+        queue_.remove_if(
+            [&](typename queue_type::node& n) noexcept {
+                return pred(static_cast<const node_type&>(n));
+            },
+            list_inserter{&first});
+        return first;
+    }
 
     template <class Rep, class Period>
     static time_point first_due(std::chrono::duration<Rep, Period> delay)
@@ -242,23 +286,34 @@ private:
         return detail::due_after<Clock>(t - std::chrono::system_clock::now());
     }
 
-    void queue(const task_type& task, time_point due, detail::timer_period kind, duration period)
+    // java.util.Timer's fixed delay: a grid that each run's start moves.
+    template <class Rep, class Period>
+    static schedule_type timer_fixed_delay(std::chrono::duration<Rep, Period> period,
+                                           periodic_options options)
+    {
+        if (options.missed && *options.missed != missed_tick_policy::delay())
+        {
+            throw std::invalid_argument(
+                "sched::timer: schedule with a period is Timer's fixed delay; use "
+                "schedule_at_fixed_rate for another missed-tick policy");
+        }
+        options.missed = missed_tick_policy::delay();
+        return schedule_type(detail::period_kind::fixed_rate, checked_period(period), options);
+    }
+
+    // Queues `task` due at `due` (its first point on the grid, if periodic).
+    void queue(const task_type& task, time_point due, std::optional<schedule_type> schedule)
     {
         node_type& n = *task.node_;
+        if (schedule)
+            due = schedule->first_due(due);
         std::lock_guard lock(mutex_); // cancel() cannot pass meanwhile
         if (cancelled_)
             throw timer_cancelled();
-        if (!n.begin_schedule(kind, period))
+        if (!n.begin_schedule(schedule))
             throw task_already_scheduled();
         n.keep = task.node_;
         queue_.push(n, due);
-    }
-
-    // A queued task the timer lets go of without running it.
-    static void drop(node_type& n) noexcept
-    {
-        n.cancel();
-        n.keep.reset();
     }
 
     void main_loop(std::stop_token stop)
@@ -281,25 +336,39 @@ private:
         }
         if (n.state() == timer_task_state::cancelled)
             return; // cancelled while queued: dropped as it comes due
+        std::optional<schedule_type>& schedule = n.schedule();
         const time_point due = n.due_time();
         const time_point started = Clock::now();
-        if (n.kind() == detail::timer_period::none && !n.begin_last_run())
-            return; // cancelled just now
-        try
+        std::optional<basic_tick<Clock>> tick;
+        if (!schedule)
         {
-            n.run(due);
+            if (!n.begin_last_run())
+                return; // cancelled just now
+            tick.emplace(due, started);
         }
-        catch (...)
+        else
+            tick = schedule->begin(due, started); // empty: skipped
+        if (tick)
         {
-            report(std::current_exception());
-            n.end_by_failure();
-            return;
+            try
+            {
+                n.run(*tick);
+                if (schedule)
+                    schedule->succeeded();
+            }
+            catch (...)
+            {
+                report(std::current_exception());
+                if (!schedule || schedule->ends_with_failure())
+                {
+                    n.end_by_failure();
+                    return;
+                }
+            }
         }
-        if (n.kind() == detail::timer_period::none || n.state() != timer_task_state::scheduled)
+        if (!schedule || n.state() != timer_task_state::scheduled)
             return;
-        const time_point next = n.kind() == detail::timer_period::fixed_rate
-                                    ? detail::saturating_add(due, n.period())
-                                    : detail::saturating_add(started, n.period());
+        const time_point next = schedule->next_due(Clock::now());
         std::lock_guard lock(mutex_);
         if (cancelled_)
             n.cancel();
@@ -313,22 +382,9 @@ private:
     void report(std::exception_ptr e) noexcept
     {
         if (on_error_)
-        {
             on_error_(std::move(e));
-            return;
-        }
-        try
-        {
-            std::rethrow_exception(e);
-        }
-        catch (const std::exception& error)
-        {
-            std::cerr << "sched::timer " << name_ << ": a task threw: " << error.what() << '\n';
-        }
-        catch (...)
-        {
-            std::cerr << "sched::timer " << name_ << ": a task threw\n";
-        }
+        else
+            detail::report_uncaught(name_, e);
     }
 
     const std::string name_;

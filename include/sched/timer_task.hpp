@@ -1,6 +1,7 @@
 #ifndef SCHED_TIMER_TASK_HPP
 #define SCHED_TIMER_TASK_HPP
 
+#include <sched/tick.hpp>
 #include <sched/timer_task_state.hpp>
 
 #include <sched/detail/timer_node.hpp>
@@ -30,10 +31,13 @@ public:
     using clock_type = Clock;
     using time_point = typename Clock::time_point;
 
-    /// A task that runs @p f (a callable taking no arguments) on the timer's thread.
+    /// A task that runs @p f on the timer's thread: a callable taking no arguments, or a
+    /// `const sched::basic_tick<Clock>&` (when the run was due, when it started, its index and
+    /// the runs missed before it).
     template <class F>
-    requires std::invocable < std::decay_t<F>
-    & > &&(!std::same_as<std::remove_cvref_t<F>, basic_timer_task>)explicit basic_timer_task(F&& f)
+    requires(std::invocable<std::decay_t<F>&> ||
+             std::invocable<std::decay_t<F>&, const basic_tick<Clock>&>) &&
+        (!std::same_as<std::remove_cvref_t<F>, basic_timer_task>)explicit basic_timer_task(F&& f)
         : node_(
               std::make_shared<detail::timer_node_for<Clock, std::decay_t<F>>>(std::forward<F>(f)))
     {}

@@ -11,11 +11,14 @@
 #include <exception>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "support/counter.hpp"
+#include "support/error_log.hpp"
 #include "support/io_fixture.hpp"
+#include "support/tick_log.hpp"
 #include "support/wait.hpp"
 
 using namespace std::chrono_literals;
@@ -23,11 +26,17 @@ using boost::asio::cancellation_type;
 using sched::manual_clock;
 using sched::test::code_in;
 using sched::test::counter;
+using sched::test::error_log;
 using sched::test::eventually;
+using sched::test::manual_pool;
+using sched::test::manual_scheduler;
+using sched::test::seen_tick;
+using sched::test::tick_log;
 
 namespace {
 
 using error_code = boost::system::error_code;
+using tick = sched::basic_tick<manual_clock>;
 
 struct periodic_fixture : sched::test::scheduler_fixture
 {
@@ -216,6 +225,67 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, peri
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_tick_is_told_its_schedule_and_skip_waits_for_the_grid, periodic_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    tick_log log;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 10s,
+        [&](const tick& t) {
+            if (t.index == 0)
+                manual_clock::advance(105s); // a slow first tick: 10..100 pass during it
+            log.record(t);                   // after: once the test sees it, the clock is at 105
+        },
+        {.missed = sched::missed_tick_policy::skip()},
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    settle(pool); // past 105: the tick due at 10 was skipped
+    BOOST_TEST(log.runs.value() == 1);
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 2u);
+    const std::vector<seen_tick> expected{seen_tick::on_time(at(0s), 0),
+                                          {at(110s), at(110s), 1, 10}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_keeps_running_reports_its_failures_to_the_sink,
+                        periodic_fixture)
+{
+    error_log errors;
+    sched::pool_options options = single_worker();
+    options.error_sink = errors.sink();
+    manual_pool sinking(options);
+    manual_scheduler on_sinking(io, sinking);
+    boost::asio::io_context ticks_io;
+    auto strand = boost::asio::make_strand(ticks_io);
+    boost::asio::cancellation_signal signal;
+    on_sinking.async_schedule_at_fixed_rate(
+        0s, 1s,
+        boost::asio::bind_executor(
+            strand,
+            [](const tick& t) { throw std::runtime_error("tick " + std::to_string(t.index)); }),
+        {.on_failure = sched::failure_policy::keep_running()},
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    for (int k = 1; k <= 3; ++k)
+    {
+        ticks_io.restart();
+        BOOST_TEST_REQUIRE(ticks_io.run_one() == 1u); // the tick runs, and throws
+        BOOST_TEST_REQUIRE(eventually([&] { return sinking.queue().size() == 1u; }));
+        if (k < 3)
+            manual_clock::advance(1s);
+    }
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 3u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted); // not ended by a failure
+    const std::vector<std::string> expected{"tick 0", "tick 1", "tick 2"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(invalid_periods_complete_with_invalid_argument_and_schedule_nothing,
                         periodic_fixture)
 {
@@ -231,6 +301,19 @@ BOOST_FIXTURE_TEST_CASE(invalid_periods_complete_with_invalid_argument_and_sched
         0s, -1s, [] {}, on_end());
     complete_one();
     BOOST_CHECK_THROW(std::rethrow_exception(why), std::invalid_argument);
+
+    // Options that do not fit the period or the kind.
+    why = nullptr;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, [] {}, {.spread = sched::jitter::uniform(2s)}, on_end());
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::invalid_argument);
+    why = nullptr;
+    scheduler.async_schedule_with_fixed_delay(
+        0s, 1s, [] {}, {.missed = sched::missed_tick_policy::skip()}, on_end());
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::invalid_argument);
+    BOOST_TEST(pool.queue().size() == 0u);
 }
 
 BOOST_FIXTURE_TEST_CASE(shutdown_ends_a_periodic_operation_with_the_shutdown_error,

@@ -7,16 +7,20 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "support/counter.hpp"
+#include "support/error_log.hpp"
 #include "support/manual_clock_fixture.hpp"
+#include "support/tick_log.hpp"
 #include "support/wait.hpp"
 #include <pthread.h>
 
@@ -29,6 +33,10 @@ using manual_timer = sched::basic_timer<manual_clock>;
 using manual_task = sched::basic_timer_task<manual_clock>;
 using time_point = manual_clock::time_point;
 using sched::test::counter;
+using sched::test::error_log;
+using sched::test::seen_tick;
+using sched::test::tick_log;
+using tick = sched::basic_tick<manual_clock>;
 
 // The scheduled execution times of a task's runs, as the task saw them.
 struct run_log
@@ -270,19 +278,8 @@ BOOST_AUTO_TEST_CASE(cancelling_the_timer_drops_pending_tasks_finishes_the_runni
 
 BOOST_AUTO_TEST_CASE(a_throwing_task_does_not_kill_the_timer)
 {
-    std::mutex mutex;
-    std::vector<std::string> errors;
-    manual_timer timer("thrower", [&](std::exception_ptr e) {
-        try
-        {
-            std::rethrow_exception(e);
-        }
-        catch (const std::exception& error)
-        {
-            std::lock_guard lock(mutex);
-            errors.emplace_back(error.what());
-        }
-    });
+    error_log errors;
+    manual_timer timer("thrower", errors.sink());
     counter periodic_runs;
     manual_task failing_periodic([&] {
         periodic_runs.increment();
@@ -298,8 +295,91 @@ BOOST_AUTO_TEST_CASE(a_throwing_task_does_not_kill_the_timer)
     BOOST_TEST(periodic_runs.value() == 1);     // it ended with its exception
     BOOST_TEST((failing_periodic.state() == timer_task_state::executed));
     BOOST_TEST((failing_once.state() == timer_task_state::executed));
-    std::lock_guard lock(mutex);
-    BOOST_TEST(errors == (std::vector<std::string>{"tick", "once"}),
+    BOOST_TEST(errors.snapshot() == (std::vector<std::string>{"tick", "once"}),
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_task_is_told_its_tick_and_skip_waits_for_the_next_grid_point)
+{
+    tick_log log;
+    manual_task task([&](const tick& t) {
+        if (t.index == 0)
+            manual_clock::advance(105s); // a slow first run: 10..100 pass during it
+        log.record(t);                   // after: once the test sees it, the clock is at 105
+    });
+    manual_timer timer;
+    timer.schedule_at_fixed_rate(task, 0s, 10s, {.missed = sched::missed_tick_policy::skip()});
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST_REQUIRE(after.ran.wait_for_at_least(1)); // the thread has passed 105 s
+    BOOST_TEST(log.runs.value() == 1);
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    BOOST_TEST(task.cancel());
+    const std::vector<seen_tick> expected{seen_tick::on_time(at(0s), 0),
+                                          {at(110s), at(110s), 1, 10}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+    BOOST_TEST(task.scheduled_execution_time() == at(110s));
+}
+
+BOOST_AUTO_TEST_CASE(a_one_shot_task_is_told_its_tick_too)
+{
+    tick_log log;
+    manual_task task([&](const tick& t) { log.record(t); });
+    manual_timer timer;
+    timer.schedule(task, 10s);
+    manual_clock::advance(12s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    const std::vector<seen_tick> expected{{at(10s), at(12s), 0, 0}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(failure_policies_keep_a_periodic_task_running_or_stop_it_after_k)
+{
+    error_log errors;
+    manual_timer timer("failing", errors.sink());
+    counter forever_runs;
+    manual_task forever([&] {
+        forever_runs.increment();
+        throw std::runtime_error("forever");
+    });
+    // Fails on run 0, succeeds on 1, fails on 2 and 3: the second failure in a row ends it.
+    tick_log twice_log;
+    manual_task twice([&](const tick& t) {
+        twice_log.record(t);
+        if (t.index != 1)
+            throw std::runtime_error("twice " + std::to_string(t.index));
+    });
+    timer.schedule_at_fixed_rate(forever, 1s, 1s,
+                                 {.on_failure = sched::failure_policy::keep_running()});
+    timer.schedule(twice, 1s, 1s, {.on_failure = sched::failure_policy::stop_after(2)});
+    // One second at a time, each run done before the next: every run starts when due.
+    for (int k = 1; k <= 8; ++k)
+    {
+        manual_clock::advance(1s);
+        BOOST_TEST_REQUIRE(forever_runs.wait_for_at_least(k));
+        if (k <= 4)
+            BOOST_TEST_REQUIRE(twice_log.runs.wait_for_at_least(k));
+        if (k == 3) // failed, succeeded, failed: the success reset the count
+            BOOST_TEST((twice.state() == timer_task_state::scheduled));
+    }
+    sentinel past;
+    timer.schedule(past.task, 0s);
+    BOOST_TEST_REQUIRE(past.ran.wait_for_at_least(1));
+    BOOST_TEST(twice_log.runs.value() == 4);
+    BOOST_TEST((twice.state() == timer_task_state::executed)); // ended by its failures
+    BOOST_TEST((forever.state() == timer_task_state::scheduled));
+    BOOST_TEST(forever.cancel());
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST_REQUIRE(after.ran.wait_for_at_least(1));
+    const std::vector<std::string> all = errors.snapshot();
+    BOOST_TEST(std::count(all.begin(), all.end(), "forever") == 8);
+    std::vector<std::string> of_twice;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(of_twice),
+                 [](const std::string& m) { return m != "forever"; });
+    BOOST_TEST(of_twice == (std::vector<std::string>{"twice 0", "twice 2", "twice 3"}),
                boost::test_tools::per_element());
 }
 
@@ -312,6 +392,13 @@ BOOST_AUTO_TEST_CASE(bad_periods_and_delays_are_rejected_and_schedule_nothing)
     BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, 1s, 0s), std::invalid_argument);
     BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, at(1s), -5ms), std::invalid_argument);
     BOOST_CHECK_THROW(timer.schedule(task, -1s), std::invalid_argument);
+    // Options that do not fit: Timer's fixed delay has no other missed-tick policy; a jitter
+    // wider than the period.
+    BOOST_CHECK_THROW(timer.schedule(task, 1s, 1s, {.missed = sched::missed_tick_policy::skip()}),
+                      std::invalid_argument);
+    BOOST_CHECK_THROW(
+        timer.schedule_at_fixed_rate(task, 1s, 1s, {.spread = sched::jitter::uniform(1500ms)}),
+        std::invalid_argument);
     BOOST_TEST((task.state() == timer_task_state::virgin));
     timer.schedule(task, 1s); // still schedulable
     BOOST_TEST((task.state() == timer_task_state::scheduled));

@@ -117,6 +117,7 @@ class async_task final
       private queued_completion
 {
     using base = std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>;
+    using tick_type = std::conditional_t<Kind == async_kind::periodic, basic_tick<Clock>, no_tick>;
 
 public:
     using time_point = typename Clock::time_point;
@@ -131,7 +132,11 @@ public:
     struct options
     {
         period_kind kind = period_kind::one_shot;
-        duration period{};
+        // A periodic operation's schedule, its first due time drawn.
+        std::conditional_t<Kind == async_kind::periodic,
+                           std::optional<periodic_schedule<Clock>>,
+                           no_work>
+            schedule{};
         bool held = false; // a deadline keeps a reference to the node
         // A wait's expiry, if a deadline moves it (see deadline_wait); set before it is queued.
         expiry_word<Clock>* expiry = nullptr;
@@ -254,10 +259,10 @@ public:
             return {tick(runner_stop)};
     }
 
-    time_point next_due(time_point ended) const noexcept override
+    time_point next_due(time_point ended) noexcept override
     {
         if constexpr (Kind == async_kind::periodic)
-            return next_periodic_due(this->kind(), this->due_time(), ended, period_);
+            return schedule_->next_due(ended);
         else if constexpr (Kind == async_kind::wait)
             return this->expiry(); // a deadline pushed back: see deadline_wait
         else
@@ -375,7 +380,7 @@ private:
             leader_ = opts.leader;
         if constexpr (Kind == async_kind::periodic)
         {
-            period_ = opts.period;
+            schedule_ = opts.schedule;
             if constexpr (tick_is_bound<Work>)
             {
                 link_ = pool_access::link(pool);
@@ -418,26 +423,32 @@ private:
 
     void stop_running() noexcept
     {
-        if constexpr (takes_stop_token<Work>)
+        if constexpr (wants_stop_token<Work, tick_type>)
             stop_.request_stop();
     }
 
     void request_stop() noexcept override { stop_running(); }
 
-    // One periodic run; returns what the tick threw (the operation then ends with it).
+    // One periodic run, unless its missed-tick policy skips it; returns what the tick threw
+    // (the operation ends with it if its failure policy says so).
     std::exception_ptr tick(const std::stop_token& runner_stop) noexcept
     {
+        const std::optional<tick_type> tick = schedule_->begin(this->due_time(), Clock::now());
+        if (!tick)
+            return nullptr; // skipped: next_due() says when it is due instead
         try
         {
-            invoke_body(work_, stop_, runner_stop);
+            invoke_periodic(work_, stop_, runner_stop, *tick);
             ticks_.fetch_add(1, std::memory_order_relaxed);
+            schedule_->succeeded();
             return nullptr;
         }
         catch (...)
         {
             ticks_.fetch_add(1, std::memory_order_relaxed); // it ran, and failed
             std::exception_ptr e = std::current_exception();
-            fail(e);
+            if (schedule_->ends_with_failure())
+                fail(e);
             return e;
         }
     }
@@ -591,10 +602,14 @@ private:
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
     boost::asio::cancellation_slot slot_;
-    [[no_unique_address]] stop_source_for<Work> stop_;
+    [[no_unique_address]] stop_source_for<Work, tick_type> stop_;
     [[no_unique_address]] result_holder<Kind, work_result> result_;
     std::exception_ptr error_;
-    std::conditional_t<Kind == async_kind::periodic, duration, no_work> period_{};
+    // Engaged unless the operation was rejected at initiation.
+    std::conditional_t<Kind == async_kind::periodic,
+                       std::optional<periodic_schedule<Clock>>,
+                       no_work>
+        schedule_{};
     std::conditional_t<Kind == async_kind::periodic, std::atomic<std::size_t>, no_work> ticks_{};
     std::conditional_t<Kind == async_kind::periodic && tick_is_bound<Work>,
                        std::shared_ptr<owner_link<Clock>>,

@@ -5,6 +5,7 @@
 #include <sched/future_state.hpp>
 
 #include <sched/detail/parking.hpp>
+#include <sched/detail/periodic_schedule.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -16,13 +17,6 @@
 #include <utility>
 
 namespace sched::detail {
-
-enum class period_kind : std::uint8_t
-{
-    one_shot,
-    fixed_rate,  // next due = previous due + period
-    fixed_delay, // next due = end of the previous run + period
-};
 
 template <class Clock>
 class task;
@@ -110,9 +104,9 @@ public:
     virtual run_outcome run(std::stop_token runner_stop) noexcept = 0;
 
     // Runner only: for a periodic task, when the next run is due given that the last one ended
-    // at `ended`; saturates at time_point::max(). For a task that is not due after all (see
-    // due_after_all()), when it is.
-    virtual time_point next_due(time_point ended) const noexcept = 0;
+    // (or was skipped) at `ended`; saturates at time_point::max(). For a task that is not due
+    // after all (see due_after_all()), when it is.
+    virtual time_point next_due(time_point ended) noexcept = 0;
 
     // Runner only, as the task comes out of the queue: false if its due time has moved later
     // meanwhile without the queue being told (a deadline pushed back lazily); the runner then
@@ -131,6 +125,11 @@ public:
     // asynchronous operation is then told error::shutdown rather than operation_aborted).
     void mark_shut_down() noexcept { shut_down_ = true; }
     bool shut_down() const noexcept { return shut_down_; }
+
+    // Before it is queued: no future was made for the task (execute()), so no one but the pool's
+    // error sink can learn what it throws.
+    void mark_unobserved() noexcept { unobserved_ = true; }
+    bool unobserved() const noexcept { return unobserved_; }
 
     // Whether the task is a function submitted through the pool's Asio executor, which runs
     // after shutdown() whatever the policies say, and which a stopped pool destroys unrun.
@@ -255,6 +254,7 @@ private:
     const period_kind kind_;
     bool body_released_ : 1 = false; // runner only
     bool shut_down_ : 1 = false;     // runner only
+    bool unobserved_ : 1 = false;    // set before the task is queued
     std::atomic<task_owner<Clock>*> owner_;
 };
 

@@ -1,6 +1,9 @@
 #ifndef SCHED_DETAIL_TASK_IMPL_HPP
 #define SCHED_DETAIL_TASK_IMPL_HPP
 
+#include <sched/tick.hpp>
+
+#include <sched/detail/periodic_schedule.hpp>
 #include <sched/detail/recycler.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/time.hpp>
@@ -42,12 +45,32 @@ template <class F>
 concept task_body = std::move_constructible<std::decay_t<F>> &&
     (std::invocable<std::decay_t<F>&> || takes_stop_token<std::decay_t<F>>);
 
+// A periodic body may also take its run's tick (basic_tick), and then a std::stop_token.
+template <class F, class Tick>
+concept takes_tick = std::invocable<F&, const Tick&>;
+
+template <class F, class Tick>
+concept takes_tick_and_stop_token = std::invocable<F&, const Tick&, std::stop_token>;
+
+template <class F, class Tick>
+concept periodic_body = task_body<F> ||
+    (std::move_constructible<std::decay_t<F>> &&
+     (takes_tick<std::decay_t<F>, Tick> || takes_tick_and_stop_token<std::decay_t<F>, Tick>));
+
+// The tick type of a body that is not periodic: it takes none.
+struct no_tick
+{};
+
+template <class F, class Tick>
+inline constexpr bool wants_stop_token = takes_stop_token<F> || takes_tick_and_stop_token<F, Tick>;
+
 struct no_stop_source
 {};
 
 // The stop source of a body that takes a std::stop_token; nothing for one that does not.
-template <class F>
-using stop_source_for = std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop_source>;
+template <class F, class Tick = no_tick>
+using stop_source_for =
+    std::conditional_t<wants_stop_token<F, Tick>, std::stop_source, no_stop_source>;
 
 // Calls `body`, passing a body that takes one a stop token from `own`, which is also asked to
 // stop while `runner_stop` is.
@@ -63,23 +86,30 @@ decltype(auto) invoke_body(F& body, Source& own, const std::stop_token& runner_s
         return std::invoke(body);
 }
 
-// When a periodic task is next due: `period` after its last due time (fixed rate) or after its
-// last run `ended` (fixed delay); saturates at time_point::max().
-template <class TimePoint, class Duration>
-TimePoint
-next_periodic_due(period_kind kind, TimePoint due, TimePoint ended, Duration period) noexcept
+// Calls a periodic `body` for the run that `tick` describes: with the tick if it takes one (and
+// then a stop token, as invoke_body() does), else as invoke_body() does.
+template <class F, class Source, class Tick>
+decltype(auto)
+invoke_periodic(F& body, Source& own, const std::stop_token& runner_stop, const Tick& tick)
 {
-    return saturating_add(kind == period_kind::fixed_rate ? due : ended, period);
+    if constexpr (takes_tick_and_stop_token<F, Tick>)
+    {
+        std::stop_callback forward_stop(runner_stop, [&own]() noexcept { own.request_stop(); });
+        return std::invoke(body, tick, own.get_token());
+    }
+    else if constexpr (takes_tick<F, Tick>)
+        return std::invoke(body, tick);
+    else
+        return invoke_body(body, own, runner_stop);
 }
 
-template <class Duration>
-struct period_holder
-{
-    Duration period;
-};
-
-struct no_period
-{};
+// What a periodic body F returns (it must be void).
+template <class F, class Tick>
+using periodic_result_t =
+    decltype(invoke_periodic(std::declval<std::decay_t<F>&>(),
+                             std::declval<stop_source_for<std::decay_t<F>, Tick>&>(),
+                             std::declval<const std::stop_token&>(),
+                             std::declval<const Tick&>()));
 
 // The body of a function submitted through the pool's Asio executor (see
 // task::is_executor_function()).
@@ -97,25 +127,30 @@ inline constexpr bool is_executor_function_v = false;
 template <class F>
 inline constexpr bool is_executor_function_v<executor_function<F>> = true;
 
-// The concrete task: body F returning R; Periodic tasks re-run every period. Its memory comes
-// from Allocator, rebound to the task, which it keeps to give the memory back.
+struct no_schedule
+{};
+
+// The concrete task: body F returning R; Periodic tasks re-run as their periodic_schedule says.
+// Its memory comes from Allocator, rebound to the task, which it keeps to give the memory back.
 template <class F, class R, class Clock, bool Periodic, class Allocator = recycling_allocator<void>>
 class task_impl final : public result_task<R, Clock>
 {
     using allocator_type =
         typename std::allocator_traits<Allocator>::template rebind_alloc<task_impl>;
     using allocator_traits = std::allocator_traits<allocator_type>;
+    using tick_type = std::conditional_t<Periodic, basic_tick<Clock>, no_tick>;
 
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
+    using schedule_type = std::conditional_t<Periodic, periodic_schedule<Clock>, no_schedule>;
 
     // The only way to make one: allocates the task with `a`, then constructs it there.
     template <class G>
     static task_impl* create(const Allocator& a,
                              G&& body,
                              period_kind kind,
-                             duration period,
+                             const schedule_type& schedule,
                              std::uint32_t refs,
                              task_owner<Clock>* owner)
     {
@@ -124,7 +159,7 @@ public:
         try
         {
             return ::new (static_cast<void*>(std::to_address(p)))
-                task_impl(alloc, std::forward<G>(body), kind, period, refs, owner);
+                task_impl(alloc, std::forward<G>(body), kind, schedule, refs, owner);
         }
         catch (...)
         {
@@ -139,7 +174,17 @@ public:
         try
         {
             if constexpr (Periodic)
-                invoke(runner_stop);
+            {
+                // Planned by due_after_all(), unless the run comes from a task handle.
+                std::optional<tick_type> tick = std::exchange(tick_, std::nullopt);
+                if (!tick)
+                    tick = schedule_.begin(this->due_time(), Clock::now());
+                if (tick) // else skipped: next_due() says when it is due instead
+                {
+                    invoke_periodic(storage_.body, stop_, runner_stop, *tick);
+                    schedule_.succeeded();
+                }
+            }
             else if constexpr (std::is_void_v<R>)
             {
                 invoke(runner_stop);
@@ -157,6 +202,11 @@ public:
         catch (...)
         {
             std::exception_ptr e = std::current_exception();
+            if constexpr (Periodic)
+            {
+                if (!schedule_.ends_with_failure())
+                    return {std::move(e)}; // its failure policy keeps it running
+            }
             fail(e);
             return {std::move(e)};
         }
@@ -168,12 +218,25 @@ public:
         this->set_exception(std::move(e));
     }
 
-    time_point next_due(time_point ended) const noexcept override
+    time_point next_due(time_point ended) noexcept override
     {
         if constexpr (Periodic)
-            return next_periodic_due(this->kind(), this->due_time(), ended, period_.period);
+            return schedule_.next_due(ended);
         else
             return time_point::max();
+    }
+
+    // A periodic run that its missed-tick policy skips is not due after all: the runner queues
+    // it again at next_due() without running it (or its pool's hooks).
+    bool due_after_all() noexcept override
+    {
+        if constexpr (Periodic)
+        {
+            tick_ = schedule_.begin(this->due_time(), Clock::now());
+            return tick_.has_value();
+        }
+        else
+            return true;
     }
 
 private:
@@ -181,14 +244,12 @@ private:
     task_impl(const allocator_type& alloc,
               G&& body,
               period_kind kind,
-              duration period,
+              const schedule_type& schedule,
               std::uint32_t refs,
               task_owner<Clock>* owner)
-        : result_task<R, Clock>(kind, refs, owner), alloc_(alloc)
+        : result_task<R, Clock>(kind, refs, owner), schedule_(schedule), alloc_(alloc)
     {
         ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));
-        if constexpr (Periodic)
-            period_.period = period;
     }
 
     ~task_impl() override
@@ -206,7 +267,7 @@ private:
 
     void request_stop() noexcept override
     {
-        if constexpr (takes_stop_token<F>)
+        if constexpr (wants_stop_token<F, tick_type>)
             stop_.request_stop();
     }
 
@@ -233,8 +294,10 @@ private:
         std::conditional_t<std::is_void_v<R>, std::exception_ptr, R> value;
         std::exception_ptr error;
     } storage_;
-    [[no_unique_address]] stop_source_for<F> stop_;
-    [[no_unique_address]] std::conditional_t<Periodic, period_holder<duration>, no_period> period_;
+    [[no_unique_address]] stop_source_for<F, tick_type> stop_;
+    [[no_unique_address]] schedule_type schedule_;
+    // The run that due_after_all() planned, until it runs.
+    [[no_unique_address]] std::conditional_t<Periodic, std::optional<tick_type>, no_tick> tick_{};
     [[no_unique_address]] allocator_type alloc_;
 };
 

@@ -98,7 +98,7 @@ public:
         return {};
     }
 
-    typename Clock::time_point next_due(typename Clock::time_point) const noexcept override
+    typename Clock::time_point next_due(typename Clock::time_point) noexcept override
     {
         return Clock::time_point::max();
     }

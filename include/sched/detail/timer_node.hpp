@@ -2,21 +2,18 @@
 #define SCHED_DETAIL_TIMER_NODE_HPP
 
 #include <sched/delayed_work_queue.hpp>
+#include <sched/tick.hpp>
 #include <sched/timer_task_state.hpp>
 
+#include <sched/detail/periodic_schedule.hpp>
+
 #include <atomic>
+#include <concepts>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace sched::detail {
-
-// How a timer task repeats.
-enum class timer_period : unsigned char
-{
-    none,        // once
-    fixed_delay, // next due = when this run started + period (java.util.Timer.schedule)
-    fixed_rate,  // next due = this run's due time + period (scheduleAtFixedRate: catches up)
-};
 
 // A timer task's node in its timer's queue: its state, its schedule and its body. The timer
 // keeps the node alive while it is queued or running (`keep`).
@@ -26,6 +23,7 @@ class timer_node : public basic_delayed_work_queue<Clock>::node
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
+    using tick_type = basic_tick<Clock>;
 
     timer_node() = default;
     timer_node(const timer_node&) = delete;
@@ -49,15 +47,15 @@ public:
         return time_point(duration(last_due_.load(std::memory_order_acquire)));
     }
 
-    // The timer, as it schedules the task: virgin → scheduled; false if it was not virgin.
-    bool begin_schedule(timer_period kind, duration period) noexcept
+    // The timer, as it schedules the task (a periodic one with its schedule): virgin →
+    // scheduled; false if it was not virgin.
+    bool begin_schedule(std::optional<periodic_schedule<Clock>>& schedule) noexcept
     {
         timer_task_state expected = timer_task_state::virgin;
         if (!state_.compare_exchange_strong(expected, timer_task_state::scheduled,
                                             std::memory_order_acq_rel))
             return false;
-        kind_ = kind;
-        period_ = period;
+        schedule_ = std::move(schedule);
         return true;
     }
 
@@ -73,26 +71,27 @@ public:
     // The timer's thread, for a periodic task that threw: it ends, unless cancelled meanwhile.
     void end_by_failure() noexcept { (void)begin_last_run(); }
 
-    // The timer's thread: runs the body once, for the run due at `due`.
-    void run(time_point due)
+    // The timer's thread: runs the body once, for the run that `tick` describes.
+    void run(const tick_type& tick)
     {
-        last_due_.store(due.time_since_epoch().count(), std::memory_order_release);
-        invoke();
+        last_due_.store(tick.scheduled.time_since_epoch().count(), std::memory_order_release);
+        invoke(tick);
     }
 
-    timer_period kind() const noexcept { return kind_; }
-    duration period() const noexcept { return period_; }
+    // A periodic task's schedule (the timer's thread only); empty for a one-shot task.
+    std::optional<periodic_schedule<Clock>>& schedule() noexcept { return schedule_; }
 
     // The reference that keeps the node alive while its timer has it (queued or running).
     std::shared_ptr<timer_node> keep;
+    // Links the nodes a timer takes out of its queue at once, without allocating.
+    timer_node* next_taken = nullptr;
 
 private:
-    virtual void invoke() = 0;
+    virtual void invoke(const tick_type& tick) = 0;
 
     std::atomic<timer_task_state> state_{timer_task_state::virgin};
     std::atomic<typename duration::rep> last_due_{time_point::min().time_since_epoch().count()};
-    timer_period kind_ = timer_period::none; // set as it is scheduled, before it is queued
-    duration period_{};
+    std::optional<periodic_schedule<Clock>> schedule_; // set before it is queued
 };
 
 template <class Clock, class F>
@@ -104,7 +103,13 @@ public:
     {}
 
 private:
-    void invoke() override { f_(); }
+    void invoke(const basic_tick<Clock>& tick) override
+    {
+        if constexpr (std::invocable<F&, const basic_tick<Clock>&>)
+            f_(tick);
+        else
+            f_();
+    }
 
     F f_;
 };

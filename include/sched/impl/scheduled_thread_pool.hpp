@@ -4,6 +4,7 @@
 #include <sched/error.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/timer_slack.hpp>
 
@@ -97,37 +98,50 @@ auto basic_scheduled_thread_pool<Clock>::schedule_at(time_point due, F&& f)
 {
     check_not_empty(f);
     return make_and_queue<detail::task_result_t<F>, false>(
-        std::forward<F>(f), due, detail::period_kind::one_shot, duration::zero());
+        std::forward<F>(f), due, detail::period_kind::one_shot, detail::no_schedule{});
 }
 
 template <class Clock>
 template <class F, class Rep1, class Period1, class Rep2, class Period2>
-requires detail::task_body<F>
+requires detail::periodic_body<F, basic_tick<Clock>>
 auto basic_scheduled_thread_pool<Clock>::schedule_at_fixed_rate(
     std::chrono::duration<Rep1, Period1> initial_delay,
     std::chrono::duration<Rep2, Period2> period,
-    F&& f) -> future_type<void>
+    F&& f,
+    const periodic_options& options) -> future_type<void>
 {
-    static_assert(std::is_void_v<detail::task_result_t<F>>, "a periodic task returns void");
-    const duration checked = checked_period(period);
-    check_not_empty(f);
-    return make_and_queue<void, true>(std::forward<F>(f), detail::due_after<Clock>(initial_delay),
-                                      detail::period_kind::fixed_rate, checked);
+    return make_periodic(detail::period_kind::fixed_rate, initial_delay, period, std::forward<F>(f),
+                         options);
 }
 
 template <class Clock>
 template <class F, class Rep1, class Period1, class Rep2, class Period2>
-requires detail::task_body<F>
+requires detail::periodic_body<F, basic_tick<Clock>>
 auto basic_scheduled_thread_pool<Clock>::schedule_with_fixed_delay(
     std::chrono::duration<Rep1, Period1> initial_delay,
     std::chrono::duration<Rep2, Period2> delay,
-    F&& f) -> future_type<void>
+    F&& f,
+    const periodic_options& options) -> future_type<void>
 {
-    static_assert(std::is_void_v<detail::task_result_t<F>>, "a periodic task returns void");
-    const duration checked = checked_period(delay);
+    return make_periodic(detail::period_kind::fixed_delay, initial_delay, delay, std::forward<F>(f),
+                         options);
+}
+
+template <class Clock>
+template <class F, class Rep1, class Period1, class Rep2, class Period2>
+auto basic_scheduled_thread_pool<Clock>::make_periodic(
+    detail::period_kind kind,
+    std::chrono::duration<Rep1, Period1> initial_delay,
+    std::chrono::duration<Rep2, Period2> period,
+    F&& f,
+    const periodic_options& options) -> future_type<void>
+{
+    static_assert(std::is_void_v<detail::periodic_result_t<F, basic_tick<Clock>>>,
+                  "a periodic task returns void");
     check_not_empty(f);
-    return make_and_queue<void, true>(std::forward<F>(f), detail::due_after<Clock>(initial_delay),
-                                      detail::period_kind::fixed_delay, checked);
+    detail::periodic_schedule<Clock> schedule(kind, checked_period(period), options);
+    const time_point first = schedule.first_due(detail::due_after<Clock>(initial_delay));
+    return make_and_queue<void, true>(std::forward<F>(f), first, kind, schedule);
 }
 
 template <class Clock>
@@ -136,8 +150,9 @@ requires detail::task_body<F>
 void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 {
     check_not_empty(f);
-    (void)make_and_queue<detail::task_result_t<F>, false>(
-        std::forward<F>(f), Clock::now(), detail::period_kind::one_shot, duration::zero());
+    (void)make_and_queue<detail::task_result_t<F>, false>(std::forward<F>(f), Clock::now(),
+                                                          detail::period_kind::one_shot,
+                                                          detail::no_schedule{}, true);
 }
 
 template <class Clock>
@@ -212,17 +227,18 @@ void basic_scheduled_thread_pool<Clock>::await_termination()
 }
 
 template <class Clock>
-template <class R, bool Periodic, class F>
-auto basic_scheduled_thread_pool<Clock>::make_and_queue(F&& f,
-                                                        time_point due,
-                                                        detail::period_kind kind,
-                                                        duration period) -> future_type<R>
+template <class R, bool Periodic, class F, class Schedule>
+auto basic_scheduled_thread_pool<Clock>::make_and_queue(
+    F&& f, time_point due, detail::period_kind kind, const Schedule& schedule, bool unobserved)
+    -> future_type<R>
 {
     return decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
         using task_impl = detail::task_impl<std::decay_t<Body>, R, Clock, Periodic>;
         // Two references: the future's, and the runner's, which queue_new() hands on.
-        task_impl* t = task_impl::create({}, std::forward<Body>(body), kind, period, 2, this);
+        task_impl* t = task_impl::create({}, std::forward<Body>(body), kind, schedule, 2, this);
         future_type<R> future(t);
+        if (unobserved)
+            t->mark_unobserved();
         queue_new(*t, due);
         return future;
     });
@@ -245,7 +261,7 @@ void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& 
             // the outcome.
             task_impl* t = task_impl::create(
                 detail::node_allocator(a), function_body{std::forward<Body>(body)},
-                detail::period_kind::one_shot, duration::zero(), 1, this);
+                detail::period_kind::one_shot, detail::no_schedule{}, 1, this);
             queue_new(*t, Clock::now());
         });
     }
@@ -417,6 +433,12 @@ void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_ptr error) noexcept
 {
+    if (error) // before the task may run again; its future or handler carries a failure it ended
+               // with
+    {
+        report_failure(error, t->state() == future_state::exceptional && !t->unobserved() &&
+                                  !t->is_executor_function());
+    }
     // As in Java, a periodic task is back in the queue before after_execute runs, so that the
     // hook's own time does not delay the next run. A task that is done is let go after it: its
     // outcome (the same exception, perhaps) then goes to its handler with no copy left here.
@@ -440,8 +462,20 @@ void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_pt
 }
 
 template <class Clock>
+void basic_scheduled_thread_pool<Clock>::report_failure(const std::exception_ptr& error,
+                                                        bool carried) noexcept
+{
+    if (options_.error_sink)
+        options_.error_sink(error);
+    else if (!carried)
+        detail::report_uncaught(options_.thread_name, error);
+}
+
+template <class Clock>
 void basic_scheduled_thread_pool<Clock>::after_inline_run(std::exception_ptr error) noexcept
 {
+    if (error)
+        report_failure(error, false);
     detail::call_hook(options_.after_execute, std::move(error));
 }
 

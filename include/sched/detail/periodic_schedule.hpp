@@ -1,0 +1,187 @@
+#ifndef SCHED_DETAIL_PERIODIC_SCHEDULE_HPP
+#define SCHED_DETAIL_PERIODIC_SCHEDULE_HPP
+
+#include <sched/periodic_options.hpp>
+#include <sched/tick.hpp>
+
+#include <sched/detail/time.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+namespace sched::detail {
+
+enum class period_kind : std::uint8_t
+{
+    one_shot,
+    fixed_rate,  // on a grid: first + k·period, as the missed-tick policy keeps it
+    fixed_delay, // next due = end of the previous run + period
+};
+
+// When a periodic task's runs are due, and what each run is told (its tick): the grid, the
+// missed-tick policy, the jitter and the count of failures in a row. Used only by the task's
+// runner, one run at a time.
+//
+// A run is planned at two moments: begin() as it starts (the missed-tick policy looks at how late
+// it is) and next_due() as it ends. Each run sits on a point of the grid; jitter moves the run by
+// an offset drawn for it, never the point, so the grid keeps its rate.
+template <class Clock>
+class periodic_schedule
+{
+public:
+    using duration = typename Clock::duration;
+    using time_point = typename Clock::time_point;
+    using tick_type = basic_tick<Clock>;
+
+    // `period` is positive. Throws std::invalid_argument for options that do not fit the task:
+    // a grid policy on a fixed delay, or jitter larger than the period.
+    periodic_schedule(period_kind kind, duration period, const periodic_options& options)
+        : period_(period), spread_(options.spread.spread_for(period)),
+          failure_limit_(options.on_failure.max_consecutive_failures()),
+          policy_(options.missed.value_or(kind == period_kind::fixed_rate
+                                              ? missed_tick_policy::burst()
+                                              : missed_tick_policy::delay())),
+          kind_(kind)
+    {
+        if (kind == period_kind::fixed_delay && policy_ != missed_tick_policy::delay())
+        {
+            throw std::invalid_argument(
+                "sched: a fixed delay has no grid to catch up on; its only missed-tick policy is "
+                "delay()");
+        }
+        if (spread_ > duration::zero())
+        {
+            rng_.seed(static_cast<std::minstd_rand::result_type>(
+                options.seed ? *options.seed : std::random_device()()));
+        }
+    }
+
+    // The first run's due time, its point on the grid being `first`.
+    time_point first_due(time_point first) noexcept
+    {
+        point_ = first;
+        offset_ = draw();
+        return due();
+    }
+
+    // As the run due at `due` starts at `now`: its tick, or nothing if the missed-tick policy
+    // skips it (then next_due() says when the task is due instead).
+    std::optional<tick_type> begin(time_point due, time_point now) noexcept
+    {
+        const duration lag = now > due ? now - due : duration::zero();
+        const auto late_periods = static_cast<std::uint64_t>(lag / period_);
+        time_point scheduled = due;
+        if (kind_ == period_kind::fixed_delay)
+            missed_ += late_periods;
+        else
+        {
+            switch (policy_.which())
+            {
+            case missed_tick_policy::kind::burst:
+                // late_periods + 1 points are due: this run stands for the latest max_burst.
+                if (policy_.max_burst() != 0 && late_periods >= policy_.max_burst())
+                {
+                    const std::uint64_t dropped = late_periods + 1 - policy_.max_burst();
+                    point_ = advance(point_, dropped);
+                    missed_ += dropped;
+                    scheduled = this->due();
+                }
+                break;
+            case missed_tick_policy::kind::skip:
+                if (late_periods != 0)
+                {
+                    // This point and the later ones that have passed: up to the first not in
+                    // the past.
+                    const duration behind = now - point_;
+                    const std::uint64_t skipped =
+                        std::max<std::uint64_t>(1, (behind + period_ - duration(1)) / period_);
+                    point_ = advance(point_, skipped);
+                    missed_ += skipped;
+                    offset_ = draw();
+                    skipped_ = true;
+                    return std::nullopt;
+                }
+                break;
+            case missed_tick_policy::kind::delay:
+                // The grid moves by the lag: the next point is a period after this start.
+                missed_ += late_periods;
+                point_ = saturating_add(point_, lag);
+                break;
+            }
+        }
+        return tick_type{scheduled, now, index_++, std::exchange(missed_, 0)};
+    }
+
+    // When the task is next due, after the run that began last ended at `ended` (or was
+    // skipped). Saturates at time_point::max().
+    time_point next_due(time_point ended) noexcept
+    {
+        if (!std::exchange(skipped_, false))
+        {
+            point_ = kind_ == period_kind::fixed_delay ? saturating_add(ended, period_)
+                                                       : advance(point_, 1);
+            offset_ = draw();
+        }
+        return due();
+    }
+
+    // After a run that threw: whether the failure ends the task (its failure policy's limit of
+    // failures in a row is reached).
+    bool ends_with_failure() noexcept
+    {
+        return failure_limit_ != 0 && ++failures_ >= failure_limit_;
+    }
+
+    // After a run that did not throw.
+    void succeeded() noexcept { failures_ = 0; }
+
+private:
+    time_point due() const noexcept
+    {
+        if (point_ == time_point::max())
+            return point_; // never
+        return offset_ < duration::zero() ? point_ + offset_ : saturating_add(point_, offset_);
+    }
+
+    // `p` moved `periods` periods on, saturating at time_point::max().
+    time_point advance(time_point p, std::uint64_t periods) const noexcept
+    {
+        using rep = typename duration::rep;
+        const auto max_periods = static_cast<std::uint64_t>(duration::max() / period_);
+        if (periods > max_periods)
+            return time_point::max();
+        return saturating_add(p, period_ * static_cast<rep>(periods));
+    }
+
+    duration draw() noexcept
+    {
+        if (spread_ <= duration::zero())
+            return duration::zero();
+        using rep = typename duration::rep;
+        std::uniform_int_distribution<rep> offset(-spread_.count(), spread_.count());
+        return duration(offset(rng_));
+    }
+
+    duration period_;
+    duration spread_;
+    std::size_t failure_limit_;
+    missed_tick_policy policy_;
+    period_kind kind_;
+    bool skipped_ = false;
+    time_point point_{};
+    duration offset_{};
+    std::uint64_t index_ = 0;
+    std::uint64_t missed_ = 0;
+    std::size_t failures_ = 0;
+    std::minstd_rand rng_;
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_PERIODIC_SCHEDULE_HPP

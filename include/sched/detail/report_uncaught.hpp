@@ -1,0 +1,15 @@
+#ifndef SCHED_DETAIL_REPORT_UNCAUGHT_HPP
+#define SCHED_DETAIL_REPORT_UNCAUGHT_HPP
+
+#include <exception>
+#include <string_view>
+
+namespace sched::detail {
+
+// Writes one line on std::cerr for an exception that a task threw and nobody else will see:
+// `sched: a task on "<who>" threw: <what()>`. Never throws.
+void report_uncaught(std::string_view who, const std::exception_ptr& error) noexcept;
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_REPORT_UNCAUGHT_HPP

@@ -1,0 +1,303 @@
+// detail::periodic_schedule: when a periodic task's runs are due and what each is told, under
+// every missed-tick policy, failure policy and jitter. Times are plain manual-clock values: the
+// schedule is told when each run starts and ends, so nothing here runs a thread.
+
+#include <sched/manual_clock.hpp>
+#include <sched/periodic_options.hpp>
+
+#include <sched/detail/periodic_schedule.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "support/manual_clock_fixture.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sched::failure_policy;
+using sched::jitter;
+using sched::manual_clock;
+using sched::missed_tick_policy;
+using sched::periodic_options;
+using sched::detail::period_kind;
+using schedule = sched::detail::periodic_schedule<manual_clock>;
+using time_point = manual_clock::time_point;
+using tick = sched::basic_tick<manual_clock>;
+
+time_point at(manual_clock::duration d)
+{
+    return time_point(d);
+}
+
+periodic_options with_missed(missed_tick_policy policy)
+{
+    periodic_options options;
+    options.missed = policy;
+    return options;
+}
+
+// One run that starts at `started`, for a schedule whose next run is due at `due`; returns its
+// tick (empty if skipped) and the next due time, given that the run ended at `ended`.
+struct run_result
+{
+    std::optional<tick> told;
+    time_point next;
+};
+
+run_result run(schedule& s, time_point due, time_point started, time_point ended)
+{
+    run_result r{s.begin(due, started), {}};
+    r.next = s.next_due(r.told ? ended : started);
+    return r;
+}
+
+// A fixed-rate schedule with a 10 s period whose first run, due at 0, takes 105 s: ten and a half
+// periods, so the points 10 to 100 pass during it.
+struct slow_first_run
+{
+    schedule s;
+    time_point next;
+
+    explicit slow_first_run(const periodic_options& options)
+        : s(period_kind::fixed_rate, 10s, options)
+    {
+        BOOST_TEST_REQUIRE((s.first_due(at(0s)) == at(0s)));
+        const run_result first = run(s, at(0s), at(0s), at(105s));
+        BOOST_TEST_REQUIRE(first.told.has_value());
+        BOOST_TEST(first.told->index == 0u);
+        BOOST_TEST(first.told->missed == 0u);
+        next = first.next;
+    }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_periodic_schedule)
+
+BOOST_AUTO_TEST_CASE(burst_gives_every_missed_point_its_run_back_to_back)
+{
+    slow_first_run task({});
+    // Every point from 10 to 100 runs at 105, each told when it was due and how late it is.
+    for (int k = 1; k <= 10; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            BOOST_TEST_REQUIRE((task.next == at(k * 10s)));
+            const run_result r = run(task.s, task.next, at(105s), at(105s));
+            BOOST_TEST_REQUIRE(r.told.has_value());
+            BOOST_TEST((r.told->scheduled == at(k * 10s)));
+            BOOST_TEST((r.told->lag() == 105s - k * 10s));
+            BOOST_TEST(r.told->index == static_cast<std::uint64_t>(k));
+            BOOST_TEST(r.told->missed == 0u);
+            task.next = r.next;
+        }
+    }
+    BOOST_TEST((task.next == at(110s))); // back on the grid
+}
+
+BOOST_AUTO_TEST_CASE(a_capped_burst_runs_only_the_latest_points_and_counts_the_rest_missed)
+{
+    slow_first_run task({.missed = missed_tick_policy::burst(3)});
+    BOOST_TEST_REQUIRE((task.next == at(10s)));
+    // At 105 the points 10..100 are due: ten. The cap keeps 80, 90 and 100; 10..70 are missed.
+    const run_result first = run(task.s, task.next, at(105s), at(105s));
+    BOOST_TEST_REQUIRE(first.told.has_value());
+    BOOST_TEST((first.told->scheduled == at(80s)));
+    BOOST_TEST(first.told->missed == 7u);
+    BOOST_TEST(first.told->index == 1u);
+    BOOST_TEST_REQUIRE((first.next == at(90s)));
+    const run_result second = run(task.s, first.next, at(105s), at(105s));
+    BOOST_TEST(second.told->missed == 0u);
+    BOOST_TEST_REQUIRE((second.next == at(100s)));
+    const run_result third = run(task.s, second.next, at(105s), at(105s));
+    BOOST_TEST(third.told->missed == 0u);
+    BOOST_TEST((third.next == at(110s)));
+}
+
+BOOST_AUTO_TEST_CASE(a_burst_within_its_cap_is_not_cut)
+{
+    slow_first_run task({.missed = missed_tick_policy::burst(10)});
+    // Ten points due at 105, cap ten: all run, none missed.
+    for (int k = 1; k <= 10; ++k)
+    {
+        const run_result r = run(task.s, task.next, at(105s), at(105s));
+        BOOST_TEST_REQUIRE(r.told.has_value());
+        BOOST_TEST(r.told->missed == 0u);
+        task.next = r.next;
+    }
+    BOOST_TEST((task.next == at(110s)));
+}
+
+BOOST_AUTO_TEST_CASE(skip_waits_for_the_next_point_of_the_grid_and_reports_what_it_skipped)
+{
+    slow_first_run task(with_missed(missed_tick_policy::skip()));
+    BOOST_TEST_REQUIRE((task.next == at(10s)));
+    // At 105 the run due at 10 is nine periods late: skipped, with the points up to 100.
+    const run_result skipped = run(task.s, task.next, at(105s), at(105s));
+    BOOST_TEST(!skipped.told.has_value());
+    BOOST_TEST_REQUIRE((skipped.next == at(110s)));
+    const run_result next = run(task.s, skipped.next, at(110s), at(110s));
+    BOOST_TEST_REQUIRE(next.told.has_value());
+    BOOST_TEST((next.told->scheduled == at(110s)));
+    BOOST_TEST(next.told->missed == 10u); // 10, 20, ..., 100
+    BOOST_TEST(next.told->index == 1u);   // skipped runs are not runs
+    BOOST_TEST((next.next == at(120s)));
+    // Late by less than a period: it runs, late, and nothing is missed.
+    const run_result late = run(task.s, next.next, at(129s), at(129s));
+    BOOST_TEST_REQUIRE(late.told.has_value());
+    BOOST_TEST((late.told->lag() == 9s));
+    BOOST_TEST(late.told->missed == 0u);
+    BOOST_TEST((late.next == at(130s)));
+}
+
+BOOST_AUTO_TEST_CASE(skip_runs_a_point_that_falls_due_exactly_now)
+{
+    schedule s(period_kind::fixed_rate, 10s, with_missed(missed_tick_policy::skip()));
+    BOOST_TEST_REQUIRE((s.first_due(at(0s)) == at(0s)));
+    // Ten periods later: 0..90 have passed, but 100 is due now, not missed.
+    const run_result skipped = run(s, at(0s), at(100s), at(100s));
+    BOOST_TEST(!skipped.told.has_value());
+    BOOST_TEST_REQUIRE((skipped.next == at(100s)));
+    const run_result now = run(s, skipped.next, at(100s), at(100s));
+    BOOST_TEST_REQUIRE(now.told.has_value());
+    BOOST_TEST(now.told->missed == 10u);
+    BOOST_TEST((now.told->lag() == 0s));
+}
+
+BOOST_AUTO_TEST_CASE(delay_moves_the_grid_to_the_late_run)
+{
+    slow_first_run task(with_missed(missed_tick_policy::delay()));
+    BOOST_TEST_REQUIRE((task.next == at(10s)));
+    // Due at 10, started at 105: nine whole periods late, and the grid now runs from 105.
+    const run_result late = run(task.s, task.next, at(105s), at(107s));
+    BOOST_TEST_REQUIRE(late.told.has_value());
+    BOOST_TEST((late.told->scheduled == at(10s)));
+    BOOST_TEST(late.told->missed == 9u);
+    BOOST_TEST_REQUIRE((late.next == at(115s))); // a period after it started, not after it ended
+    const run_result on_time = run(task.s, late.next, at(115s), at(115s));
+    BOOST_TEST(on_time.told->missed == 0u);
+    BOOST_TEST((on_time.next == at(125s)));
+}
+
+BOOST_AUTO_TEST_CASE(a_fixed_delay_counts_from_the_end_of_each_run)
+{
+    schedule s(period_kind::fixed_delay, 10s, {});
+    BOOST_TEST_REQUIRE((s.first_due(at(5s)) == at(5s)));
+    const run_result first = run(s, at(5s), at(5s), at(8s));
+    BOOST_TEST_REQUIRE((first.next == at(18s)));
+    // Started 25 s late: two whole periods.
+    const run_result late = run(s, first.next, at(43s), at(44s));
+    BOOST_TEST(late.told->missed == 2u);
+    BOOST_TEST((late.told->lag() == 25s));
+    BOOST_TEST((late.next == at(54s)));
+}
+
+BOOST_AUTO_TEST_CASE(a_fixed_delay_refuses_a_grid_policy)
+{
+    BOOST_CHECK_THROW(
+        schedule(period_kind::fixed_delay, 10s, with_missed(missed_tick_policy::burst())),
+        std::invalid_argument);
+    BOOST_CHECK_THROW(
+        schedule(period_kind::fixed_delay, 10s, with_missed(missed_tick_policy::burst(2))),
+        std::invalid_argument);
+    BOOST_CHECK_THROW(
+        schedule(period_kind::fixed_delay, 10s, with_missed(missed_tick_policy::skip())),
+        std::invalid_argument);
+    BOOST_CHECK_NO_THROW(
+        schedule(period_kind::fixed_delay, 10s, with_missed(missed_tick_policy::delay())));
+}
+
+BOOST_AUTO_TEST_CASE(bad_policies_are_refused)
+{
+    BOOST_CHECK_THROW(missed_tick_policy::burst(0), std::invalid_argument);
+    BOOST_CHECK_THROW(failure_policy::stop_after(0), std::invalid_argument);
+    BOOST_CHECK_THROW(jitter::uniform(-1ms), std::invalid_argument);
+    BOOST_CHECK_THROW(jitter::uniform(std::chrono::duration<double>(std::nan(""))),
+                      std::invalid_argument);
+    BOOST_CHECK_THROW(jitter::fraction_of_period(1.5), std::invalid_argument);
+    BOOST_CHECK_THROW(jitter::fraction_of_period(-0.1), std::invalid_argument);
+    BOOST_CHECK_THROW(jitter::fraction_of_period(std::nan("")), std::invalid_argument);
+    // Larger than the period: refused when it meets the period.
+    const periodic_options too_wide{.spread = jitter::uniform(10s + 1ns)};
+    BOOST_CHECK_THROW(schedule(period_kind::fixed_rate, 10s, too_wide), std::invalid_argument);
+    const periodic_options as_wide{.spread = jitter::uniform(10s)};
+    BOOST_CHECK_NO_THROW(schedule(period_kind::fixed_rate, 10s, as_wide));
+}
+
+BOOST_AUTO_TEST_CASE(stop_ends_the_task_at_its_first_failure)
+{
+    schedule s(period_kind::fixed_rate, 1s, {});
+    BOOST_TEST(s.ends_with_failure());
+}
+
+BOOST_AUTO_TEST_CASE(keep_running_never_ends_the_task)
+{
+    schedule s(period_kind::fixed_rate, 1s, {.on_failure = failure_policy::keep_running()});
+    for (int i = 0; i < 1000; ++i)
+        BOOST_TEST_REQUIRE(!s.ends_with_failure());
+}
+
+BOOST_AUTO_TEST_CASE(stop_after_counts_failures_in_a_row_and_a_success_starts_again)
+{
+    schedule s(period_kind::fixed_rate, 1s, {.on_failure = failure_policy::stop_after(3)});
+    BOOST_TEST(!s.ends_with_failure());
+    BOOST_TEST(!s.ends_with_failure());
+    s.succeeded(); // two in a row, then a success: the count starts again
+    BOOST_TEST(!s.ends_with_failure());
+    BOOST_TEST(!s.ends_with_failure());
+    BOOST_TEST(s.ends_with_failure()); // the third in a row
+}
+
+BOOST_AUTO_TEST_CASE(jitter_stays_within_its_spread_and_does_not_move_the_grid)
+{
+    const periodic_options options{.spread = jitter::fraction_of_period(0.1), .seed = 7};
+    schedule s(period_kind::fixed_rate, 10s, options);
+    time_point due = s.first_due(at(0s));
+    bool early = false;
+    bool late = false;
+    for (int k = 0; k < 2000; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            const time_point point = at(k * 10s);
+            BOOST_TEST_REQUIRE((due >= point - 1s));
+            BOOST_TEST_REQUIRE((due <= point + 1s));
+            early = early || due < point - 500ms;
+            late = late || due > point + 500ms;
+            // Each run starts when due: the grid, not the jittered time, carries on.
+            due = run(s, due, due, due).next;
+        }
+    }
+    BOOST_TEST(early); // the spread is used on both sides
+    BOOST_TEST(late);
+}
+
+BOOST_AUTO_TEST_CASE(jitter_is_reproducible_with_a_seed)
+{
+    const auto dues = [](std::uint64_t seed) {
+        schedule s(period_kind::fixed_rate, 1s, {.spread = jitter::uniform(250ms), .seed = seed});
+        std::vector<time_point> out{s.first_due(at(0s))};
+        for (int k = 0; k < 100; ++k)
+            out.push_back(run(s, out.back(), out.back(), out.back()).next);
+        return out;
+    };
+    BOOST_TEST((dues(42) == dues(42)));
+    BOOST_TEST((dues(42) != dues(43)));
+}
+
+BOOST_AUTO_TEST_CASE(due_times_saturate_at_never)
+{
+    const time_point last = time_point::max() - 1s;
+    schedule s(period_kind::fixed_rate, 10s, {});
+    BOOST_TEST_REQUIRE((s.first_due(last) == last));
+    BOOST_TEST((run(s, last, last, last).next == time_point::max()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,280 @@
+// A pool's periodic tasks beyond Java's: the tick each run is told, the missed-tick policies
+// after a deliberately slow run, the failure policies and the error sink, and jitter. All on the
+// manual clock with one worker: a run that advances the clock itself is the slow run.
+
+#include <sched/scheduled_thread_pool.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/error_log.hpp"
+#include "support/pool_fixture.hpp"
+#include "support/tick_log.hpp"
+
+using namespace std::chrono_literals;
+using sched::failure_policy;
+using sched::jitter;
+using sched::manual_clock;
+using sched::missed_tick_policy;
+using sched::periodic_options;
+using sched::test::error_log;
+using sched::test::manual_future;
+using sched::test::manual_pool;
+using sched::test::tick_log;
+using seen = sched::test::seen_tick;
+
+namespace {
+
+using time_point = manual_clock::time_point;
+using tick = sched::basic_tick<manual_clock>;
+
+struct periodic_fixture : sched::test::pool_fixture
+{
+    std::atomic<int> hooked_runs{0}; // before_execute calls
+    manual_pool pool{[this] {
+        sched::pool_options options = single_worker();
+        options.before_execute = [this] {
+            ++hooked_runs;
+        };
+        return options;
+    }()};
+    tick_log log;
+
+    // A fixed-rate task with a 10 s period from 0 whose first run takes 105 s (ten and a half
+    // periods); returns once the worker is done with everything due at 105.
+    manual_future<void> slow_first_run(const periodic_options& options)
+    {
+        manual_future<void> f = pool.schedule_at_fixed_rate(
+            0s, 10s,
+            [this](const tick& t) {
+                if (t.index == 0)
+                    manual_clock::advance(105s);
+                log.record(t); // after: once the test sees it, the clock is at 105
+            },
+            options);
+        BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+        settle(pool);
+        return f;
+    }
+
+    static seen on_time(time_point t, std::uint64_t index) { return seen::on_time(t, index); }
+
+    // One worker, its error sink into `errors`.
+    static sched::pool_options sinking_to(error_log& errors)
+    {
+        sched::pool_options options = single_worker();
+        options.error_sink = errors.sink();
+        return options;
+    }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_periodic_tasks, periodic_fixture)
+
+BOOST_AUTO_TEST_CASE(each_run_is_told_when_it_was_due_when_it_started_and_its_index)
+{
+    auto f = pool.schedule_at_fixed_rate(10s, 10s, [&](const tick& t) { log.record(t); });
+    manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    manual_clock::advance(15s); // 35: the run due at 30 starts 5 s late
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(3));
+    BOOST_TEST(f.cancel());
+    const std::vector<seen> expected{
+        on_time(at(10s), 0), on_time(at(20s), 1), {at(30s), at(35s), 2, 0}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_tick_and_a_stop_token_come_together)
+{
+    std::stop_token seen_token;
+    auto f = pool.schedule_with_fixed_delay(1s, 1s, [&](const tick& t, std::stop_token stop) {
+        seen_token = stop;
+        log.record(t);
+    });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    settle(pool);
+    BOOST_TEST(seen_token.stop_possible());
+    BOOST_TEST(f.cancel(true));
+    BOOST_TEST(seen_token.stop_requested()); // interruption reaches the token the run was given
+}
+
+BOOST_AUTO_TEST_CASE(burst_runs_every_missed_point_after_a_slow_run)
+{
+    auto f = slow_first_run({});
+    std::vector<seen> expected{on_time(at(0s), 0)};
+    for (std::uint64_t k = 1; k <= 10; ++k)
+        expected.push_back({at(k * 10s), at(105s), k, 0});
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(12));
+    BOOST_TEST(f.cancel());
+    BOOST_TEST((log.snapshot().back() == on_time(at(110s), 11)));
+}
+
+BOOST_AUTO_TEST_CASE(a_capped_burst_runs_the_latest_points_and_counts_the_rest_missed)
+{
+    auto f = slow_first_run({.missed = missed_tick_policy::burst(3)});
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(5));
+    BOOST_TEST(f.cancel());
+    const std::vector<seen> expected{on_time(at(0s), 0),
+                                     {at(80s), at(105s), 1, 7}, // 10..70 dropped
+                                     {at(90s), at(105s), 2, 0},
+                                     {at(100s), at(105s), 3, 0},
+                                     on_time(at(110s), 4)};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(skip_waits_for_the_next_grid_point_and_reports_the_skipped_ones)
+{
+    auto f = slow_first_run({.missed = missed_tick_policy::skip()});
+    BOOST_TEST(log.runs.value() == 1); // nothing ran at 105
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    BOOST_TEST(f.cancel());
+    BOOST_TEST(hooked_runs.load() == 3); // two runs and settle()'s task: the skip is no run
+    const std::vector<seen> expected{on_time(at(0s), 0), {at(110s), at(110s), 1, 10}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(delay_moves_the_grid_to_the_late_run)
+{
+    auto f = slow_first_run({.missed = missed_tick_policy::delay()});
+    manual_clock::advance(10s); // 115: a period after the late run started
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(3));
+    BOOST_TEST(f.cancel());
+    const std::vector<seen> expected{
+        on_time(at(0s), 0), {at(10s), at(105s), 1, 9}, on_time(at(115s), 2)};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_first_failure_ends_a_task_by_default_and_the_sink_sees_it)
+{
+    error_log errors;
+    manual_pool sinking(sinking_to(errors));
+    auto f = sinking.schedule_at_fixed_rate(1s, 1s, [] { throw std::runtime_error("boom"); });
+    manual_clock::advance(5s);
+    BOOST_CHECK_THROW(f.get(), std::runtime_error);
+    settle(sinking); // the sink is called after the future completes
+    BOOST_TEST(errors.snapshot() == std::vector<std::string>{"boom"},
+               boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(keep_running_reports_every_failure_to_the_sink_and_runs_on)
+{
+    error_log errors;
+    manual_pool sinking(sinking_to(errors));
+    auto f = sinking.schedule_at_fixed_rate(1s, 1s,
+                                            [&](const tick& t) {
+                                                log.record(t);
+                                                throw std::runtime_error("run " +
+                                                                         std::to_string(t.index));
+                                            },
+                                            {.on_failure = failure_policy::keep_running()});
+    manual_clock::advance(4s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(4));
+    settle(sinking);
+    BOOST_TEST(!f.is_done());
+    BOOST_TEST(f.cancel());
+    BOOST_CHECK_THROW(f.get(), sched::cancelled_error);
+    const std::vector<std::string> expected{"run 0", "run 1", "run 2", "run 3"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(stop_after_k_ends_at_k_failures_in_a_row_and_a_success_resets_the_count)
+{
+    error_log errors;
+    manual_pool sinking(sinking_to(errors));
+    // Runs 0, 1 fail; 2 succeeds; 3, 4, 5 fail: the third in a row ends it.
+    auto f = sinking.schedule_at_fixed_rate(1s, 1s,
+                                            [&](const tick& t) {
+                                                log.record(t);
+                                                if (t.index != 2)
+                                                    throw std::runtime_error(
+                                                        "run " + std::to_string(t.index));
+                                            },
+                                            {.on_failure = failure_policy::stop_after(3)});
+    manual_clock::advance(20s);
+    BOOST_CHECK_EXCEPTION(f.get(), std::runtime_error, [](const std::runtime_error& e) {
+        return e.what() == std::string("run 5");
+    });
+    BOOST_TEST(log.runs.value() == 6);
+    settle(sinking);
+    const std::vector<std::string> expected{"run 0", "run 1", "run 3", "run 4", "run 5"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_sink_sees_what_execute_and_one_shot_tasks_throw)
+{
+    error_log errors;
+    manual_pool sinking(sinking_to(errors));
+    sinking.execute([] { throw std::runtime_error("no future"); });
+    auto f = sinking.submit([]() -> int { throw std::logic_error("with a future"); });
+    BOOST_CHECK_THROW(f.get(), std::logic_error); // the future still carries it
+    settle(sinking);
+    const std::vector<std::string> expected{"no future", "with a future"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(jitter_stays_within_its_spread_and_repeats_with_a_seed)
+{
+    const periodic_options options{.spread = jitter::uniform(2s), .seed = 2026};
+    tick_log twin;
+    auto f = pool.schedule_at_fixed_rate(
+        10s, 10s, [&](const tick& t) { log.record(t); }, options);
+    auto g = pool.schedule_at_fixed_rate(
+        10s, 10s, [&](const tick& t) { twin.record(t); }, options);
+    constexpr int runs = 50;
+    for (int k = 1; k <= runs + 1; ++k)
+        manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(runs));
+    BOOST_TEST_REQUIRE(twin.runs.wait_for_at_least(runs));
+    settle(pool);
+    BOOST_TEST(f.cancel());
+    BOOST_TEST(g.cancel());
+    const std::vector<seen> ticks = log.snapshot();
+    const std::vector<seen> twin_ticks = twin.snapshot();
+    bool moved = false;
+    for (int k = 0; k < runs; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            const time_point point = at(10s + k * 10s);
+            BOOST_TEST((ticks[k].scheduled >= point - 2s));
+            BOOST_TEST((ticks[k].scheduled <= point + 2s));
+            BOOST_TEST((ticks[k].scheduled == twin_ticks[k].scheduled)); // the same seed
+            moved = moved || ticks[k].scheduled != point;
+        }
+    }
+    BOOST_TEST(moved);
+}
+
+BOOST_AUTO_TEST_CASE(options_that_do_not_fit_throw_invalid_argument_and_schedule_nothing)
+{
+    const auto noop = [] {
+    };
+    BOOST_CHECK_THROW(pool.schedule_at_fixed_rate(1s, 1s, noop, {.spread = jitter::uniform(2s)}),
+                      std::invalid_argument);
+    BOOST_CHECK_THROW(
+        pool.schedule_with_fixed_delay(1s, 1s, noop, {.missed = missed_tick_policy::skip()}),
+        std::invalid_argument);
+    BOOST_CHECK_THROW(
+        pool.schedule_with_fixed_delay(1s, 1s, noop, {.missed = missed_tick_policy::burst()}),
+        std::invalid_argument);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
