@@ -71,8 +71,9 @@ public:
     }
 
     // As the run due at `due` starts at `now`: its tick, or nothing if the missed-tick policy
-    // skips it (then next_due() says when the task is due instead).
-    std::optional<tick_type> begin(time_point due, time_point now) noexcept
+    // skips it (then next_due() says when the task is due instead). A run that happens whatever
+    // the policy (a task handle's) passes `may_skip` false.
+    std::optional<tick_type> begin(time_point due, time_point now, bool may_skip = true) noexcept
     {
         const duration lag = now > due ? now - due : duration::zero();
         const auto late_periods = static_cast<std::uint64_t>(lag / period_);
@@ -94,7 +95,7 @@ public:
                 }
                 break;
             case missed_tick_policy::kind::skip:
-                if (late_periods != 0)
+                if (late_periods != 0 && may_skip)
                 {
                     // This point and the later ones that have passed: up to the first not in
                     // the past.

@@ -175,15 +175,12 @@ public:
         {
             if constexpr (Periodic)
             {
-                // Planned by due_after_all(), unless the run comes from a task handle.
+                // Planned by due_after_all(), unless a task handle runs it: then it runs.
                 std::optional<tick_type> tick = std::exchange(tick_, std::nullopt);
                 if (!tick)
-                    tick = schedule_.begin(this->due_time(), Clock::now());
-                if (tick) // else skipped: next_due() says when it is due instead
-                {
-                    invoke_periodic(storage_.body, stop_, runner_stop, *tick);
-                    schedule_.succeeded();
-                }
+                    tick = schedule_.begin(this->due_time(), Clock::now(), false);
+                invoke_periodic(storage_.body, stop_, runner_stop, *tick);
+                schedule_.succeeded();
             }
             else if constexpr (std::is_void_v<R>)
             {
