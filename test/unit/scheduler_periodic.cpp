@@ -227,9 +227,16 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, peri
 
 BOOST_FIXTURE_TEST_CASE(a_tick_is_told_its_schedule_and_skip_waits_for_the_grid, periodic_fixture)
 {
+    std::atomic<int> hooked_runs{0};
+    sched::pool_options options = single_worker();
+    options.before_execute = [&] {
+        ++hooked_runs;
+    };
+    manual_pool hooked(options);
+    manual_scheduler on_hooked(io, hooked);
     boost::asio::cancellation_signal signal;
     tick_log log;
-    scheduler.async_schedule_at_fixed_rate(
+    on_hooked.async_schedule_at_fixed_rate(
         0s, 10s,
         [&](const tick& t) {
             if (t.index == 0)
@@ -239,17 +246,18 @@ BOOST_FIXTURE_TEST_CASE(a_tick_is_told_its_schedule_and_skip_waits_for_the_grid,
         {.missed = sched::missed_tick_policy::skip()},
         boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
     BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
-    settle(pool); // past 105: the tick due at 10 was skipped
+    settle(hooked); // past 105: the tick due at 10 was skipped
     BOOST_TEST(log.runs.value() == 1);
     manual_clock::advance(5s);
     BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
-    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    BOOST_TEST_REQUIRE(eventually([&] { return hooked.queue().size() == 1u; }));
     signal.emit(cancellation_type::terminal);
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(0) == 2u);
     const std::vector<seen_tick> expected{seen_tick::on_time(at(0s), 0),
                                           {at(110s), at(110s), 1, 10}};
     BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+    BOOST_TEST(hooked_runs.load() == 3); // two ticks and settle()'s task: the skip is no run
 }
 
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_keeps_running_reports_its_failures_to_the_sink,

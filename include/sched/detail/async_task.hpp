@@ -269,6 +269,20 @@ public:
             return time_point::max();
     }
 
+    // A tick that runs on the worker is planned as it leaves the queue: one that its missed-tick
+    // policy skips is not due after all, and no hook runs for it. A bound tick is planned where
+    // it runs.
+    bool due_after_all() noexcept override
+    {
+        if constexpr (Kind == async_kind::periodic && !tick_is_bound<Work>)
+        {
+            planned_ = schedule_->begin(this->due_time(), Clock::now());
+            return planned_.has_value();
+        }
+        else
+            return base::due_after_all();
+    }
+
     void fail(std::exception_ptr e) noexcept override
     {
         if (this->begin_completing())
@@ -433,7 +447,9 @@ private:
     // (the operation ends with it if its failure policy says so).
     std::exception_ptr tick(const std::stop_token& runner_stop) noexcept
     {
-        const std::optional<tick_type> tick = schedule_->begin(this->due_time(), Clock::now());
+        std::optional<tick_type> tick = std::exchange(planned_, std::nullopt);
+        if (!tick)
+            tick = schedule_->begin(this->due_time(), Clock::now());
         if (!tick)
             return nullptr; // skipped: next_due() says when it is due instead
         try
@@ -610,6 +626,8 @@ private:
                        std::optional<periodic_schedule<Clock>>,
                        no_work>
         schedule_{};
+    // The tick that due_after_all() planned, until it runs.
+    std::conditional_t<Kind == async_kind::periodic, std::optional<tick_type>, no_work> planned_{};
     std::conditional_t<Kind == async_kind::periodic, std::atomic<std::size_t>, no_work> ticks_{};
     std::conditional_t<Kind == async_kind::periodic && tick_is_bound<Work>,
                        std::shared_ptr<owner_link<Clock>>,
