@@ -76,8 +76,8 @@
 //   benchmark otherwise), errors (handlers with an error_code: must be 0).
 //
 // Sizes are flags (see --help): --p, --m, --n, --resets, --timers, --window_ms, --rounds,
-// --chunk, --threads. Run several times and quote medians and the ratios; the machine is shared and
-// noisy.
+// --chunk, --threads; --lateness_out=DIR writes W3's lateness CDFs for the plots. Run several times
+// and quote medians and the ratios; the machine is shared and noisy.
 
 #include <sched/deadline.hpp>
 #include <sched/scheduled_thread_pool.hpp>
@@ -120,6 +120,10 @@ using error_code = boost::system::error_code;
 // two completions queued at once, the operations that allocate at completion (sched's posts
 // through an any_io_executor) go to malloc.
 std::int64_t chunk_ops = 256;
+
+// W3 writes each contestant's lateness CDF here (w3_sched.dat, w3_asio.dat) when not empty:
+// --lateness_out.
+std::string lateness_out;
 
 // ----- handlers that count
 // ------------------------------------------------------------------------
@@ -751,12 +755,6 @@ struct lateness_handler
     }
 };
 
-double percentile_us(const std::vector<std::int64_t>& sorted, double q)
-{
-    const auto at = std::min(sorted.size() - 1, static_cast<std::size_t>(q * sorted.size()));
-    return static_cast<double>(sorted[at]) / 1000.0;
-}
-
 // range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = 1 for sched, 0 for asio.
 void w3_lateness(benchmark::State& state)
 {
@@ -816,14 +814,18 @@ void w3_lateness(benchmark::State& state)
         std::sort(sorted.begin(), sorted.end());
         const auto early = static_cast<std::size_t>(
             std::lower_bound(sorted.begin(), sorted.end(), std::int64_t(0)) - sorted.begin());
-        state.counters["p50_us"] = percentile_us(sorted, 0.50);
-        state.counters["p99_us"] = percentile_us(sorted, 0.99);
-        state.counters["p999_us"] = percentile_us(sorted, 0.999);
+        state.counters["p50_us"] = bench::percentile_us(sorted, 0.50);
+        state.counters["p99_us"] = bench::percentile_us(sorted, 0.99);
+        state.counters["p999_us"] = bench::percentile_us(sorted, 0.999);
         state.counters["max_us"] = static_cast<double>(sorted.back()) / 1000.0;
         state.counters["min_us"] = static_cast<double>(sorted.front()) / 1000.0;
         state.counters["early"] = static_cast<double>(early);
         state.counters["errors"] = static_cast<double>(run.errors.load());
         state.counters["arm_ms"] = std::chrono::duration<double, std::milli>(arm_time).count();
+        if (!lateness_out.empty() &&
+            !bench::write_cdf(lateness_out + (use_sched ? "/w3_sched.dat" : "/w3_asio.dat"),
+                              sorted))
+            state.SkipWithError("W3: cannot write the lateness CDF to --lateness_out");
         if (early != 0 || run.errors != 0)
             state.SkipWithError("W3: a handler ran early or with an error");
         else if (arm_time >= lead)
@@ -846,6 +848,7 @@ int main(int argc, char** argv)
         {"timers", "200k", "W3 timers"},
         {"window_ms", "2000", "W3 window over which the timers fall due, in ms"},
         {"threads", "2", "W3 threads running the io_context (and the pool's workers)"},
+        {"lateness_out", "", "W3: a folder to write each contestant's lateness CDF into"},
     });
     flags.parse(argc, argv);
     const std::int64_t p = flags.size("p");
@@ -857,6 +860,7 @@ int main(int argc, char** argv)
     const std::int64_t window_ms = flags.size("window_ms");
     const std::int64_t threads = flags.size("threads");
     chunk_ops = flags.size("chunk");
+    lateness_out = flags.text("lateness_out");
 
     benchmark::RegisterBenchmark("W1_churn_asio_front", w1_churn)
         ->Args({p, m, rounds})

@@ -1,5 +1,6 @@
 // Helpers shared by the benchmark executables: a cheap random generator, VmRSS from
-// /proc/self/status, malloc_trim, command-line sizes, and counters that read as "ns per item".
+// /proc/self/status, malloc_trim, command-line sizes, counters that read as "ns per item", and
+// lateness percentiles and CDF files for scripts/bench.sh's plots.
 //
 // Every size in the workloads (see /work/shared/workloads.md) is a flag: each executable takes its
 // own `--name=value` flags (listed by --help), mixed freely with the Google Benchmark ones.
@@ -106,6 +107,35 @@ std::chrono::nanoseconds timed(F&& f)
     return std::chrono::steady_clock::now() - start;
 }
 
+/// The q-quantile (0 <= q <= 1) of sorted nanosecond samples, in microseconds.
+inline double percentile_us(const std::vector<std::int64_t>& sorted, double q)
+{
+    const auto at = std::min(sorted.size() - 1, static_cast<std::size_t>(q * sorted.size()));
+    return static_cast<double>(sorted[at]) / 1000.0;
+}
+
+/// Writes the empirical CDF of sorted nanosecond samples to `path` for gnuplot: lines of
+/// "lateness_us fraction", at most `points` of them (evenly spaced quantiles, the last sample
+/// included). Returns false if the file cannot be written.
+inline bool write_cdf(const std::string& path,
+                      const std::vector<std::int64_t>& sorted,
+                      std::size_t points = 2000)
+{
+    std::FILE* out = std::fopen(path.c_str(), "w");
+    if (out == nullptr)
+        return false;
+    std::fprintf(out, "# lateness_us fraction (%zu samples)\n", sorted.size());
+    const std::size_t n = sorted.size();
+    const std::size_t steps = std::min(points, n);
+    for (std::size_t k = 1; k <= steps; ++k)
+    {
+        const std::size_t at = k * n / steps - 1; // the last step lands on the largest sample
+        std::fprintf(out, "%.3f %.6f\n", static_cast<double>(sorted[at]) / 1000.0,
+                     static_cast<double>(at + 1) / static_cast<double>(n));
+    }
+    return std::fclose(out) == 0;
+}
+
 /// This executable's own flags, `--name=value`, removed from argv before Google Benchmark sees
 /// the rest. Sizes accept a comma-separated list where noted.
 class flags
@@ -184,6 +214,9 @@ public:
         }
         return out;
     }
+
+    /// A flag's text as given (for paths and names).
+    const std::string& text(std::string_view name) const { return get(name); }
 
     /// A single size.
     std::int64_t size(std::string_view name) const

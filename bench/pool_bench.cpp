@@ -1,5 +1,5 @@
 // The pool: sched::scheduled_thread_pool (steady_clock) against the baseline Boost.Asio 1.81
-// steady_timer on an io_context, in the same run.
+// steady_timer on an io_context, and (W1) libuv's timers, in the same run.
 //
 // Workloads (see /work/shared/workloads.md):
 //   W1  timeout churn: a standing population of P pending one-shot items, delays uniform in
@@ -27,6 +27,14 @@
 //   asio_reuse       As asio, but a slot's timer object is reused: expires_after() cancels the
 //                    pending wait, async_wait() arms the new one. Cheaper than a new object per
 //                    item (no service lookup); shown for reference.
+//   libuv            The fastest single-threaded timer heap a C++ user could pick instead: libuv's
+//                    loop (no locks), one uv_timer_t per slot of the ring, reused as libuv's
+//                    users do: uv_timer_stop() cancels, uv_timer_start() arms the new delay
+//                    (millisecond resolution, no allocation). libuv reads the clock once per
+//                    loop iteration, not per timer: the loop's time is updated every 256 pairs,
+//                    as Asio's chunks are. The churn runs outside uv_run(), with no loop turns at
+//                    all between chunks: libuv's best case. Single producer only (libuv loops are
+//                    not thread-safe).
 // Two producers:
 //   sched_shared     2 producer threads, P/2 and M/2 each, on ONE pool (2 workers): both go
 //                    through the pool's single queue and its lock. This is what sched offers.
@@ -55,7 +63,10 @@
 //           cancel rate counts both); VmRSS after, after destroying the timers, after trim.
 //           One thread does everything: Asio's best case (no wake-ups across threads).
 //
-// Sizes are flags (see --help): --p, --m, --n. Run with repetitions and quote medians; the
+// W1 runs the one-producer rows at every P in --p (a list: scripts/bench.sh passes 10k to 10M for
+// the scaling plot), the two-producer rows at every P in --p2.
+//
+// Sizes are flags (see --help): --p, --p2, --m, --n. Run with repetitions and quote medians; the
 // machine is shared and noisy, and only the ratios mean much.
 
 #include <sched/scheduled_thread_pool.hpp>
@@ -79,6 +90,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include <uv.h>
 
 namespace {
 
@@ -377,6 +389,73 @@ void w1_asio(benchmark::State& state)
     }
 }
 
+// ----- W1 with libuv -----------------------------------------------------------------------------
+
+void on_uv_timer(uv_timer_t* timer)
+{
+    count_fired(static_cast<std::atomic<std::uint64_t>*>(timer->data));
+}
+
+// Checks a libuv call that cannot fail here; a failure aborts the benchmark run.
+void uv_check(int rc)
+{
+    if (rc != 0)
+    {
+        std::fprintf(stderr, "libuv: %s\n", uv_strerror(rc));
+        std::abort();
+    }
+}
+
+std::uint64_t
+uniform_ms(bench::rng& rng, std::chrono::milliseconds lo, std::chrono::milliseconds hi)
+{
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(rng.uniform(lo, hi)).count());
+}
+
+// range(0) = P, range(1) = M. One thread: the benchmark's.
+void w1_libuv(benchmark::State& state)
+{
+    const auto p = static_cast<std::size_t>(state.range(0));
+    const std::int64_t m = state.range(1);
+    fired = 0;
+    for (auto _ : state)
+    {
+        uv_loop_t loop;
+        uv_check(uv_loop_init(&loop));
+        std::vector<uv_timer_t> ring(p);
+        bench::rng rng(1000);
+        for (uv_timer_t& timer : ring) // setup, not timed
+        {
+            uv_check(uv_timer_init(&loop, &timer));
+            timer.data = &fired;
+            uv_check(uv_timer_start(&timer, on_uv_timer, uniform_ms(rng, 1s, 10s), 0));
+        }
+
+        const span run = run_threads(1, [&](std::size_t, const auto& start, const auto& stop) {
+            start();
+            std::size_t head = 0;
+            for (std::int64_t i = 0; i < m; ++i)
+            {
+                if (i % 256 == 0)
+                    uv_update_time(&loop); // what a turn of the loop does
+                uv_timer_t& timer = ring[head];
+                uv_check(uv_timer_stop(&timer));
+                uv_check(uv_timer_start(&timer, on_uv_timer, uniform_ms(rng, 1s, 10s), 0));
+                if (++head == p)
+                    head = 0;
+            }
+            stop();
+        });
+        report_w1(state, run, m);
+
+        for (uv_timer_t& timer : ring) // not timed
+            uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
+        uv_check(uv_run(&loop, UV_RUN_NOWAIT)); // runs the close callbacks
+        uv_check(uv_loop_close(&loop));
+    }
+}
+
 // ----- W2 ----------------------------------------------------------------------------------------
 
 struct rss_readings
@@ -497,12 +576,14 @@ void w2_asio(benchmark::State& state)
 int main(int argc, char** argv)
 {
     bench::flags flags({
-        {"p", "100k", "W1 standing population P (split between producers)"},
+        {"p", "100k", "W1 standing populations P for one producer (a list: 10k,100k,1M)"},
+        {"p2", "100k", "W1 standing populations P for two producers (split between them)"},
         {"m", "1M", "W1 cancel+schedule pairs (M, split between producers)"},
         {"n", "1M", "W2 pending items (N)"},
     });
     flags.parse(argc, argv);
-    const std::int64_t p = flags.size("p");
+    const std::vector<std::int64_t> ps = flags.sizes("p");
+    const std::vector<std::int64_t> p2s = flags.sizes("p2");
     const std::int64_t m = flags.size("m");
     const std::int64_t n = flags.size("n");
 
@@ -515,16 +596,23 @@ int main(int argc, char** argv)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
     };
-    // One producer thread.
-    w1("W1_churn/sched", w1_sched, {p, m, 1, 0}, {"P", "M", "threads", "sharded"});
-    w1("W1_churn/asio", w1_asio, {p, m, 1, 1, 0}, {"P", "M", "threads", "sharded", "reuse"});
-    w1("W1_churn/asio_reuse", w1_asio, {p, m, 1, 1, 1}, {"P", "M", "threads", "sharded", "reuse"});
-    // Two producer threads.
-    w1("W1_churn/sched_shared", w1_sched, {p, m, 2, 0}, {"P", "M", "threads", "sharded"});
-    w1("W1_churn/sched_sharded", w1_sched, {p, m, 2, 1}, {"P", "M", "threads", "sharded"});
-    w1("W1_churn/asio_sharded", w1_asio, {p, m, 2, 1, 0},
-       {"P", "M", "threads", "sharded", "reuse"});
-    w1("W1_churn/asio_shared", w1_asio, {p, m, 2, 0, 0}, {"P", "M", "threads", "sharded", "reuse"});
+    for (const std::int64_t p : ps) // one producer thread
+    {
+        w1("W1_churn/sched", w1_sched, {p, m, 1, 0}, {"P", "M", "threads", "sharded"});
+        w1("W1_churn/asio", w1_asio, {p, m, 1, 1, 0}, {"P", "M", "threads", "sharded", "reuse"});
+        w1("W1_churn/asio_reuse", w1_asio, {p, m, 1, 1, 1},
+           {"P", "M", "threads", "sharded", "reuse"});
+        w1("W1_churn/libuv", w1_libuv, {p, m}, {"P", "M"});
+    }
+    for (const std::int64_t p : p2s) // two producer threads
+    {
+        w1("W1_churn/sched_shared", w1_sched, {p, m, 2, 0}, {"P", "M", "threads", "sharded"});
+        w1("W1_churn/sched_sharded", w1_sched, {p, m, 2, 1}, {"P", "M", "threads", "sharded"});
+        w1("W1_churn/asio_sharded", w1_asio, {p, m, 2, 1, 0},
+           {"P", "M", "threads", "sharded", "reuse"});
+        w1("W1_churn/asio_shared", w1_asio, {p, m, 2, 0, 0},
+           {"P", "M", "threads", "sharded", "reuse"});
+    }
 
     const auto w2 = [n](const char* name, void (*fn)(benchmark::State&)) {
         benchmark::RegisterBenchmark(name, fn)

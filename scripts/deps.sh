@@ -8,6 +8,7 @@ packages=(
     libboost1.81-dev libboost-test1.81-dev # Asio, Heap, Test
     libboost-context1.81-dev               # asio::spawn in test/unit/scheduler_tokens.cpp
     libbenchmark-dev                       # bench/
+    libuv1-dev                             # bench/: libuv is a baseline, not a dependency
 )
 
 missing=()
