@@ -3,7 +3,6 @@
 #include <sched/scheduler.hpp>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
@@ -12,20 +11,25 @@
 #include <future>
 #include <iostream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 using namespace std::chrono_literals;
 
-boost::asio::awaitable<void> heartbeat_then_work(sched::scheduler& scheduler)
+// Beats three times, then awaits work on the pool: a result, then an exception. Returns whether
+// it saw each as expected.
+boost::asio::awaitable<bool> heartbeat_then_work(sched::scheduler& scheduler)
 {
-    for (int beat = 1; beat <= 3; ++beat)
+    int beats = 0;
+    while (beats < 3)
     {
         co_await scheduler.async_wait(5ms, boost::asio::use_awaitable);
-        std::cout << "beat " << beat << '\n';
+        std::cout << "beat " << ++beats << '\n';
     }
     const int sum = co_await scheduler.async_schedule(
         0ms, [] { return 1 + 2 + 3; }, boost::asio::use_awaitable);
     std::cout << "sum: " << sum << '\n';
+    std::string caught;
     try
     {
         co_await scheduler.async_schedule(
@@ -34,8 +38,10 @@ boost::asio::awaitable<void> heartbeat_then_work(sched::scheduler& scheduler)
     }
     catch (const std::runtime_error& e)
     {
-        std::cout << "caught: " << e.what() << '\n';
+        caught = e.what();
     }
+    std::cout << "caught: " << caught << '\n';
+    co_return beats == 3 && sum == 6 && caught == "work failed";
 }
 
 int main()
@@ -44,12 +50,16 @@ int main()
     sched::scheduled_thread_pool pool(2);
     sched::scheduler scheduler(io, pool);
 
-    boost::asio::co_spawn(io, heartbeat_then_work(scheduler), boost::asio::detached);
+    std::future<bool> coroutine_ok =
+        boost::asio::co_spawn(io, heartbeat_then_work(scheduler), boost::asio::use_future);
 
     // With use_future, from a thread that is not running the io_context.
     std::thread io_thread([&] { io.run(); });
     std::future<int> later = scheduler.async_schedule(
         20ms, [] { return 42; }, boost::asio::use_future);
-    std::cout << "future: " << later.get() << '\n';
+    const int answer = later.get();
+    std::cout << "future: " << answer << '\n';
+    const bool ok = coroutine_ok.get() && answer == 42;
     io_thread.join();
+    return ok ? 0 : 1;
 }

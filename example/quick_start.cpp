@@ -15,11 +15,13 @@ int main()
 
     // A timeout that is cancelled before it fires: it leaves the queue at once, in O(log n).
     auto timeout = pool.schedule(30s, [] { std::cout << "timed out\n"; });
-    timeout.cancel();
+    const bool cancelled = timeout.cancel(); // true: it had not run, and now never will
 
     // Runs every 5 ms on a fixed grid until cancelled.
     auto heartbeat = pool.schedule_at_fixed_rate(0ms, 5ms, [] { std::cout << "beat\n"; });
 
-    std::cout << "answer: " << answer.get() << '\n';
+    const int result = answer.get();
+    std::cout << "answer: " << result << '\n';
     heartbeat.cancel();
+    return result == 42 && cancelled ? 0 : 1;
 }

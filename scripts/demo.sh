@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, part one: installs what is missing, builds Release and runs the demo: a TCP server
 # with idle deadlines, heartbeats and request deadlines under a load client, all timed by sched
-# (example/heartbeat_server.cpp). Flags go to the demo: --connections N, --seconds S, --quiet...
+# (example/heartbeat_server/). Flags go to the demo: --connections N, --seconds S, --quiet...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

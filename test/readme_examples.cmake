@@ -1,31 +1,54 @@
 cmake_minimum_required(VERSION 3.25)
-# Checks that every code block the README introduces as taken from an example file
-# ("[`example/x.cpp`](example/x.cpp) ... ```cpp") is that file exactly, less its opening comment,
-# so the README's examples are ones the build compiles and ctest runs. Run with
+# Checks that every ```cpp block in README.md is an example file exactly, less its opening
+# comment, so the README's examples are ones the build compiles and ctest runs. Each block must
+# be introduced by the paragraph right before it, which links the file
+# ("[`example/x.cpp`](example/x.cpp) ... ```cpp"; the last such link counts). A block without
+# that link, or that differs from its file, is an error. Run with
 # cmake -DSOURCE_DIR=<repository> -P readme_examples.cmake.
 file(READ "${SOURCE_DIR}/README.md" readme)
 set(checked 0)
+set(seen "")
 set(rest "${readme}")
 while(TRUE)
-    string(FIND "${rest}" "](example/" at)
-    if(at EQUAL -1)
+    string(FIND "${rest}" "```cpp\n" block)
+    if(block EQUAL -1)
         break()
     endif()
-    math(EXPR at "${at} + 2")
-    string(SUBSTRING "${rest}" ${at} -1 rest)
-    string(FIND "${rest}" ")" end)
-    string(SUBSTRING "${rest}" 0 ${end} path)
-    string(FIND "${rest}" "\n\n" paragraph_end)
-    string(FIND "${rest}" "```cpp\n" block)
-    # Only a link whose paragraph ends right before the block introduces it.
-    math(EXPR expected_block "${paragraph_end} + 2")
-    if(NOT path MATCHES "\\.cpp$" OR NOT block EQUAL expected_block)
-        continue()
+    string(SUBSTRING "${rest}" 0 ${block} intro)
+    string(APPEND seen "${intro}")
+    string(REGEX MATCHALL "\n" newlines "${seen}")
+    list(LENGTH newlines line)
+    math(EXPR line "${line} + 1")
+    # The paragraph right before the block: after the last blank line, up to the one before it.
+    set(paragraph "")
+    if(intro MATCHES "\n\n$")
+        string(REGEX REPLACE "\n\n$" "" paragraph "${intro}")
+        string(FIND "${paragraph}" "\n\n" paragraph_start REVERSE)
+        if(NOT paragraph_start EQUAL -1)
+            math(EXPR paragraph_start "${paragraph_start} + 2")
+            string(SUBSTRING "${paragraph}" ${paragraph_start} -1 paragraph)
+        endif()
     endif()
+    string(REGEX MATCHALL "\\]\\(example/[^)]*\\.cpp\\)" links "${paragraph}")
+    if(NOT links)
+        message(FATAL_ERROR "README.md line ${line}: a cpp block that the paragraph right before "
+                            "it does not introduce with a link to its example file, so nothing "
+                            "checks it: link the file ([`example/x.cpp`](example/x.cpp)), then a "
+                            "blank line, then the block")
+    endif()
+    list(GET links -1 link)
+    string(REGEX REPLACE "^\\]\\((.*)\\)$" "\\1" path "${link}")
     math(EXPR block "${block} + 7")
     string(SUBSTRING "${rest}" ${block} -1 rest)
+    string(APPEND seen "```cpp\n")
     string(FIND "${rest}" "```\n" block_end)
+    if(block_end EQUAL -1)
+        message(FATAL_ERROR "README.md line ${line}: the cpp block showing ${path} never ends")
+    endif()
     string(SUBSTRING "${rest}" 0 ${block_end} shown)
+    if(NOT EXISTS "${SOURCE_DIR}/${path}")
+        message(FATAL_ERROR "README.md line ${line}: shows ${path}, which does not exist")
+    endif()
     file(READ "${SOURCE_DIR}/${path}" source)
     # The file less its opening comment lines.
     while(source MATCHES "^//")
@@ -34,11 +57,11 @@ while(TRUE)
         string(SUBSTRING "${source}" ${line_end} -1 source)
     endwhile()
     if(NOT shown STREQUAL source)
-        message(FATAL_ERROR "README.md shows ${path}, but not as it is: copy it again")
+        message(FATAL_ERROR "README.md line ${line}: shows ${path}, but not as it is: copy it again")
     endif()
     math(EXPR checked "${checked} + 1")
 endwhile()
 if(checked EQUAL 0)
     message(FATAL_ERROR "README.md shows no example file")
 endif()
-message(STATUS "README.md shows ${checked} example files as they are")
+message(STATUS "README.md shows ${checked} example files as they are, and no other cpp block")

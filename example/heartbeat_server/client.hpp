@@ -15,6 +15,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,6 +48,11 @@ struct client_stats
     counter chatty_closed_early{0};
     counter silent_closed_late{0};
     counter heartbeats_received{0};
+    // The server numbers each connection's heartbeats 1, 2, 3...: the sum, over connections, of
+    // the last number received is how many the server had sent them, as the client saw it.
+    counter heartbeats_sent_as_seen{0};
+    // Heartbeats that chatty connections were due, from how long each was open (see main.cpp).
+    counter chatty_heartbeats_due{0};
     counter responses{0};
     samples silent_close_after; // from connecting to the server's close, past the idle deadline
 };
@@ -90,6 +96,13 @@ public:
     void leave()
     {
         asio::dispatch(asio::bind_executor(socket_.get_executor(), [self = shared_from_this()] {
+            // The heartbeats due while this connection was open: one a period, each up to a
+            // fifth of a period late by jitter.
+            const auto open = steady::now() - self->connected_at_;
+            const auto period = self->config_.heartbeat;
+            if (open > period / 5)
+                self->client_.stats.chatty_heartbeats_due +=
+                    static_cast<std::uint64_t>((open - period / 5) / period);
             self->leaving_ = true;
             self->ping_stop_.emit(asio::cancellation_type::terminal);
             error_code ignored;
@@ -114,6 +127,7 @@ private:
 
     void on_connected()
     {
+        connected_at_ = steady::now();
         auto self = shared_from_this();
         switch (kind_)
         {
@@ -168,8 +182,8 @@ private:
         read_line(shared_from_this(), [this](error_code ec, std::string line) {
             if (!ec)
             {
-                if (line == "HB")
-                    ++client_.stats.heartbeats_received;
+                if (line.starts_with("HB "))
+                    on_heartbeat(number<std::uint64_t>(line.substr(3)).value_or(0));
                 else if (line == "OK")
                     ++client_.stats.responses;
                 else if (line == "ERR deadline")
@@ -178,6 +192,17 @@ private:
             }
             on_server_close();
         });
+    }
+
+    // Heartbeat `n` of this connection arrived.
+    void on_heartbeat(std::uint64_t n)
+    {
+        ++client_.stats.heartbeats_received;
+        if (n > last_heartbeat_)
+        {
+            client_.stats.heartbeats_sent_as_seen += n - last_heartbeat_;
+            last_heartbeat_ = n;
+        }
     }
 
     // The server closed the connection (or it failed).
@@ -245,6 +270,8 @@ private:
     const kind kind_;
     asio::cancellation_signal ping_stop_;
     steady::time_point connecting_since_;
+    steady::time_point connected_at_;
+    std::uint64_t last_heartbeat_ = 0; // the number of the last heartbeat received
     bool leaving_ = false;
     bool got_deadline_error_ = false;
     bool half_close_ = false;
@@ -358,6 +385,8 @@ inline std::string run_client(const settings& config, unsigned short port)
     put("chatty_closed_early", client.stats.chatty_closed_early);
     put("silent_closed_late", client.stats.silent_closed_late);
     put("heartbeats_received", client.stats.heartbeats_received);
+    put("heartbeats_sent_as_seen", client.stats.heartbeats_sent_as_seen);
+    put("chatty_heartbeats_due", client.stats.chatty_heartbeats_due);
     put("responses", client.stats.responses);
     out += "silent_close_after " + client.stats.silent_close_after.summary() + '\n';
     return out;

@@ -24,8 +24,8 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-// by a deadline.
-
+// A connection's socket on its strand: whole lines in, a queue of whole lines out, each write
+// bounded by a deadline.
 class line_socket
 {
 public:

@@ -225,15 +225,24 @@ int main(int argc, char** argv)
                 static_cast<unsigned long long>(slow),
                 static_cast<unsigned long long>(s.deadline_errors.load()),
                 s.deadline_lateness.summary().c_str());
-    std::printf("heartbeats        sent %llu, received %llu, lag %s\n",
+    // Heartbeats: the server numbers each connection's 1, 2, 3..., so the client knows how many
+    // were sent up to the last one it received; any the server queued after that were still
+    // unwritten, or unread, when the connection closed.
+    const std::uint64_t received = get("heartbeats_received");
+    const std::uint64_t sent_as_seen = get("heartbeats_sent_as_seen");
+    std::printf("heartbeats        sent %llu, received %llu of the %llu sent as the client saw "
+                "them, lag %s\n",
                 static_cast<unsigned long long>(s.heartbeats_sent.load()),
-                static_cast<unsigned long long>(get("heartbeats_received")),
-                s.heartbeat_lag.summary().c_str());
-    std::printf("requests answered %llu (client saw %llu); bad requests refused %llu; write "
-                "failures %llu\n",
+                static_cast<unsigned long long>(received),
+                static_cast<unsigned long long>(sent_as_seen), s.heartbeat_lag.summary().c_str());
+    std::printf("  due to the chatty connections alone: %llu (at least half must be sent)\n",
+                static_cast<unsigned long long>(get("chatty_heartbeats_due")));
+    std::printf("requests answered %llu (client saw %llu); bad requests refused %llu; closed by "
+                "the client %llu; write failures %llu\n",
                 static_cast<unsigned long long>(s.responses.load()),
                 static_cast<unsigned long long>(get("responses")),
                 static_cast<unsigned long long>(s.bad_requests.load()),
+                static_cast<unsigned long long>(s.peer_closes.load()),
                 static_cast<unsigned long long>(s.write_failures.load()));
     std::printf("resources         %.1f s wall; server %.2f CPU s, peak RSS %.1f MiB; client "
                 "%.2f CPU s, peak RSS %.1f MiB\n",
@@ -257,6 +266,17 @@ int main(int argc, char** argv)
     expect(get("silent_closed_late") == 0, "a silent connection was not closed in time");
     expect(s.idle_closes.load() == silent, "idle timeouts differ from the silent connections");
     expect(s.deadline_errors.load() == slow, "request deadlines differ from the slow requests");
+    expect(received == sent_as_seen, "a connection missed a heartbeat, or got one twice");
+    expect(sent_as_seen <= s.heartbeats_sent.load(), "the client saw more heartbeats than sent");
+    // A floor for the heartbeats sent: the chatty connections alone were due
+    // chatty_heartbeats_due (the client counts, for each, one a period from when it connected
+    // until it left, less a fifth of a period of jitter). The server's sessions start when it
+    // accepts (later, under load) and its heartbeats run late when its worker is busy, so ask
+    // for half: to miss it, the server must fall behind by half of every chatty connection's
+    // life (1.5 s on ctest's 3 s run), which would make its idle closes late far beyond their
+    // tolerance too.
+    expect(s.heartbeats_sent.load() >= get("chatty_heartbeats_due") / 2,
+           "fewer heartbeats sent than half of those the chatty connections were due");
     expect(get("connect_errors") == 0, "connections failed");
     expect(get("unfinished") == 0, "client connections never ended");
     expect(wound_down && s.open.load() == 0, "server connections still open at the end");

@@ -15,6 +15,7 @@
 #include <boost/asio/strand.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,7 +36,7 @@ struct server_stats
     counter peer_closes{0};
     counter write_failures{0};
     counter responses{0};
-    counter heartbeats_sent{0};
+    counter heartbeats_sent{0};  // queued; numbered 1, 2, 3... on each connection
     samples idle_close_lateness; // after idle deadline: when the server closed
     samples heartbeat_lag;       // tick.lag(): how late each heartbeat started
     samples deadline_lateness;   // after the request deadline: when the read was cancelled
@@ -168,7 +169,7 @@ private:
             return;
         ++server_.stats.heartbeats_sent;
         server_.stats.heartbeat_lag.add(std::chrono::duration<double, std::milli>(t.lag()).count());
-        send(shared_from_this(), "HB\n");
+        send(shared_from_this(), "HB " + std::to_string(++heartbeats_) + "\n");
     }
 
     void on_write_error(error_code) override
@@ -199,6 +200,7 @@ private:
     sched::deadline idle_;
     asio::cancellation_signal heartbeat_stop_;
     steady::time_point last_message_;
+    std::uint64_t heartbeats_ = 0; // sent on this connection
     bool close_after_write_ = false;
     bool closed_ = false;
 };
