@@ -60,6 +60,9 @@
 // row: the empirical CDF of the lateness, "lateness_us fraction", at most 2,000 points, for
 // gnuplot:  plot for [f in "sched_pool sched_asio asio"] "DIR/w4_".f.".dat" using 1:2 with lines
 //
+// --slack_us=N sets the sched pools' pool_options::timer_slack (default: the option's default), to
+// weigh lateness against CPU.
+//
 // Sizes are flags (see --help): --items, --period_ms, --seconds, --threads. The machine is shared
 // and noisy: run several times and quote medians.
 
@@ -90,6 +93,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -108,6 +112,18 @@ using error_code = boost::system::error_code;
 
 // --lateness_out: where each row writes its lateness CDF; empty: nowhere.
 std::string lateness_out;
+
+// --slack_us: the sched pools' timer_slack; empty: pool_options' default.
+std::optional<std::chrono::microseconds> pool_slack;
+
+sched::pool_options pool_options_for(std::size_t threads)
+{
+    sched::pool_options options;
+    options.threads = threads;
+    if (pool_slack)
+        options.timer_slack = *pool_slack;
+    return options;
+}
 
 // How long after the arming begins the first ticks may fall due.
 constexpr auto lead = 200ms;
@@ -270,7 +286,7 @@ struct asio_heartbeat
 
 std::string run_sched_pool(w4_run& run, std::size_t threads, std::chrono::nanoseconds& cpu)
 {
-    sched::scheduled_thread_pool pool(threads);
+    sched::scheduled_thread_pool pool(pool_options_for(threads));
     std::vector<sched::scheduled_thread_pool::future_type<void>> futures;
     futures.reserve(run.items.size());
     run.begin_arming();
@@ -304,7 +320,7 @@ std::string run_sched_asio(w4_run& run, std::size_t threads, std::chrono::nanose
         io_threads.emplace_back([&io] { io.run(); });
     std::string error;
     {
-        sched::scheduled_thread_pool pool(threads);
+        sched::scheduled_thread_pool pool(pool_options_for(threads));
         sched::scheduler scheduler(io, pool);
         const std::size_t n = run.items.size();
         auto signals = std::make_unique<asio::cancellation_signal[]>(n);
@@ -497,6 +513,7 @@ int main(int argc, char** argv)
         {"period_ms", "100", "W4 period of every item, in ms (phases are uniform in [0, period))"},
         {"seconds", "5", "W4 length of the run, in s"},
         {"threads", "2", "W4 threads: the pool's workers and/or the io_context's threads"},
+        {"slack_us", "", "W4 sched pools' timer_slack in µs (empty: pool_options' default)"},
         {"lateness_out", "",
          "W4 directory for each row's lateness CDF (w4_<row>.dat, for gnuplot); empty: none"},
     });
@@ -506,6 +523,8 @@ int main(int argc, char** argv)
     const std::int64_t seconds = flags.size("seconds");
     const std::int64_t threads = flags.size("threads");
     lateness_out = flags.text("lateness_out");
+    if (!flags.text("slack_us").empty())
+        pool_slack = std::chrono::microseconds(std::stoll(flags.text("slack_us")));
 
     for (const contestant who : {contestant::sched_pool, contestant::sched_asio, contestant::asio})
     {

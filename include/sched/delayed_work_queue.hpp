@@ -257,6 +257,16 @@ public:
         grace_ = grace;
     }
 
+    /// Lets the thread that waits for the head sleep until up to @p slack after it is due, so
+    /// that one wake-up takes every task that fell due meanwhile (timer coalescing). Tasks never
+    /// run early; with a slack, up to that much later. Zero, the default, wakes on time. Call it
+    /// before the queue is used: a thread already asleep keeps the slack it went to sleep with.
+    void set_slack(duration slack) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        slack_ = slack;
+    }
+
     /// For an external leader once it is woken: removes and returns the head if it is due and
     /// @p leader leads it, calling @p on_take(task) under the lock as take() does; otherwise
     /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader.
@@ -350,6 +360,7 @@ private:
     time_point external_due_{}; // what external_ sleeps until; max() once it has woken
     leader_finder find_ = nullptr;
     duration grace_{};
+    duration slack_{};
     [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>
         waker_;
 };

@@ -1,6 +1,7 @@
 #ifndef SCHED_POOL_OPTIONS_HPP
 #define SCHED_POOL_OPTIONS_HPP
 
+#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -48,6 +49,16 @@ struct pool_options
 
     /// Workers are named `thread_name-0`, `thread_name-1`, ... (cut to 15 characters on Linux).
     std::string thread_name = "sched";
+
+    /// How much later than a task's due time a worker may wake for it, so that one wake-up runs
+    /// every task that falls due meanwhile (timer coalescing: 10,000 heartbeats cost a third of
+    /// the CPU at the default, see docs/periodic.md). A task never runs before it is due; it may
+    /// start up to this much later (plus the scheduling delay any wake-up has). The default is
+    /// the timer slack Linux gives a thread's timed waits (the workers turn the kernel's off in
+    /// favour of this one); zero wakes on time. Negative: std::invalid_argument. A scheduler's
+    /// one-shot wait at the head of the queue is woken by its io_context, without slack; one
+    /// queued right behind pool tasks that fall due within the slack may wait for them.
+    std::chrono::nanoseconds timer_slack = std::chrono::microseconds(50);
 
     /// Whether periodic tasks keep running after shutdown() (Java's default: false).
     bool continue_existing_periodic_tasks_after_shutdown = false;

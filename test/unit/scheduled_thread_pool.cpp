@@ -430,6 +430,70 @@ BOOST_AUTO_TEST_CASE(a_million_schedule_and_cancel_cycles_keep_memory_bounded,
     BOOST_TEST(pool.queue().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_negative_timer_slack_throws_invalid_argument)
+{
+    sched::pool_options options;
+    options.timer_slack = -1ns;
+    BOOST_CHECK_THROW(manual_pool pool(options), std::invalid_argument);
+}
+
+// Real clock, relations only. One worker: pushing a task behind the head wakes nobody, so the
+// worker sleeps until the head is due plus the slack. Each round schedules two tasks 130 ms apart
+// and reports when the first ran; neither may run early. A spurious wake-up may end a slack
+// early (a slack is an allowance, not a promise), so a round may miss; three rounds may not.
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct two_tasks_outcome
+{
+    bool on_time;   // neither ran before its due time
+    bool coalesced; // the first ran only once the second was due
+};
+
+// Runs two tasks, due 20 ms and 150 ms from now, on a one-worker pool with `slack`.
+two_tasks_outcome run_two_tasks_130ms_apart(std::chrono::nanoseconds slack)
+{
+    sched::pool_options options;
+    options.threads = 1;
+    options.timer_slack = slack;
+    sched::scheduled_thread_pool pool(options);
+    const steady::time_point first_due = steady::now() + 20ms;
+    const steady::time_point second_due = first_due + 130ms;
+    auto first = pool.schedule_at(first_due, [] { return steady::now(); });
+    auto second = pool.schedule_at(second_due, [] { return steady::now(); });
+    const steady::time_point first_ran = first.get();
+    const bool on_time = first_ran >= first_due && second.get() >= second_due;
+    return {on_time, first_ran >= second_due};
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_timer_slack_lets_one_wake_up_take_tasks_due_close_together,
+                     *boost::unit_test::timeout(60))
+{
+    bool coalesced = false;
+    for (int round = 0; round < 3 && !coalesced; ++round)
+    {
+        const two_tasks_outcome outcome = run_two_tasks_130ms_apart(400ms);
+        BOOST_TEST(outcome.on_time);
+        coalesced = outcome.coalesced;
+    }
+    BOOST_TEST(coalesced);
+}
+
+BOOST_AUTO_TEST_CASE(a_zero_timer_slack_wakes_on_time, *boost::unit_test::timeout(60))
+{
+    bool woke_in_time = false; // a loaded machine may delay a round's wake-up by 130 ms; not three
+    for (int round = 0; round < 3 && !woke_in_time; ++round)
+    {
+        const two_tasks_outcome outcome = run_two_tasks_130ms_apart(0ns);
+        BOOST_TEST(outcome.on_time);
+        woke_in_time = !outcome.coalesced;
+    }
+    BOOST_TEST(woke_in_time);
+}
+
 BOOST_AUTO_TEST_CASE(workers_carry_the_configured_names, *boost::unit_test::timeout(60))
 {
     sched::pool_options options;

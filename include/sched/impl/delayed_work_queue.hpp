@@ -382,7 +382,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         else
         {
             leader_ = self;
-            wait_until(lock, heap_.front().due);
+            wait_until(lock, std::min(deadline, detail::saturating_add(heap_.front().due, slack_)));
             if (leader_ == self)
                 leader_ = nullptr;
         }

@@ -54,6 +54,9 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     if (options_.threads == 0)
         throw std::invalid_argument("scheduled_thread_pool: needs at least one thread");
     queue_.set_leader_finder(&leader_of, detail::saturating_cast<duration>(lead_grace));
+    if (options_.timer_slack < std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("scheduled_thread_pool: negative timer_slack");
+    queue_.set_slack(detail::saturating_cast<duration>(options_.timer_slack));
     workers_.reserve(options_.threads);
     live_workers_.store(options_.threads);
     try
