@@ -290,7 +290,7 @@ set title '{title}: lateness CDF (one repetition)'
 set xlabel 'lateness (µs, log scale)'
 set ylabel 'fraction of runs started by then'
 set logscale x
-set key bottom right
+set key top left
 set grid
 plot {", ".join(plots)}
 """.replace("\\_", "_"))
@@ -304,7 +304,7 @@ set xlabel 'pending population P (log scale)'
 set ylabel 'pairs per second'
 set logscale x
 set format y '%.1s%c'
-set key top right
+set key bottom left
 set grid
 plot '{dat}' using 1:2 with linespoints lw 2 title 'sched (thread-safe)', \\
      '' using 1:3 with linespoints lw 2 title 'Boost.Asio steady_timer', \\
@@ -349,7 +349,7 @@ def main():
           "Google Benchmark (Debian's build). Each figure is the median of "
           f"{args.repetitions} repetition(s), the rows in random order; ratios compare "
           "contestants of the same run.", "")
-    r.add("#### Issue 6's targets", "")
+    r.add("### Issue 6's targets", "")
     r.table(["workload", "target", "measured", "met"], body.targets)
     r.lines.extend(body.lines)
     r.add(END)
