@@ -141,8 +141,10 @@ public:
     }
 
     /// Cancels the armed wait: its handler completes with `operation_aborted`.
-    /** @returns true if it prevented the expiry; false if no wait was armed. */
-    bool cancel() noexcept { return wait_ && wait_->cancel(false); }
+    /** @returns true if it prevented the expiry; false if no wait was armed (as armed() says:
+        once the expiry has fired, even while its completion is only beginning, the handler
+        gets success, and a move or a cancel reports false). */
+    bool cancel() noexcept { return armed() && wait_->cancel(false); }
 
     /// Arms the deadline: completes when the expiry passes.
     /** Completion signature `void(boost::system::error_code)`. */

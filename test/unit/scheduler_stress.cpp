@@ -280,7 +280,10 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
     {
         const int o = outcome[static_cast<std::size_t>(i)].load();
         const bool m = moved[static_cast<std::size_t>(i)];
-        agree += (m && o == 2) || (!m && o == 1);
+        const bool agrees = (m && o == 2) || (!m && o == 1);
+        if (!agrees)
+            BOOST_TEST_MESSAGE("deadline " << i << ": move returned " << m << ", outcome " << o);
+        agree += agrees;
         won += m;
     }
     BOOST_TEST(agree == deadlines);
