@@ -16,11 +16,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -54,7 +57,52 @@ struct client_stats
     // Heartbeats that chatty connections were due, from how long each was open (see main.cpp).
     counter chatty_heartbeats_due{0};
     counter responses{0};
-    samples silent_close_after; // from connecting to the server's close, past the idle deadline
+    samples silent_close_after; // from the server's arming to its close, past the idle deadline
+    counter not_greeted{0};     // silent connections closed without the server's greeting
+};
+
+// Paces connection setup: at most `limit` connections are between starting to connect and the
+// server's greeting (which it sends when it has accepted), so the server's accept queue holds at
+// most that many and never overflows its listen backlog (an overflow drops the SYN, and the
+// client's retransmit comes a second or more later).
+class connect_gate
+{
+public:
+    static constexpr int limit = 100;
+
+    // `go` connects now, or once a connection ahead of it has been greeted.
+    void enter(std::function<void()> go)
+    {
+        {
+            std::lock_guard lock(mutex_);
+            if (in_flight_ == limit)
+                return waiting_.push_back(std::move(go));
+            ++in_flight_;
+        }
+        go();
+    }
+
+    // A connection was greeted, or failed before: the next may connect.
+    void leave()
+    {
+        std::function<void()> next;
+        {
+            std::lock_guard lock(mutex_);
+            if (waiting_.empty())
+            {
+                --in_flight_;
+                return;
+            }
+            next = std::move(waiting_.front());
+            waiting_.pop_front();
+        }
+        next();
+    }
+
+private:
+    std::mutex mutex_;
+    int in_flight_ = 0;
+    std::deque<std::function<void()>> waiting_;
 };
 
 struct client_context
@@ -63,6 +111,7 @@ struct client_context
     sched::scheduler& scheduler;
     const settings& config;
     tcp::endpoint server;
+    connect_gate& gate;
     steady::time_point end; // chatty connections close then; others stop starting before
     client_stats stats{};
     std::mutex mutex{};
@@ -87,8 +136,9 @@ public:
         ++client_.stats.started.at(kind_);
         ++client_.active;
         if (pause == 0ms)
-            return connect();
-        scheduler_.async_wait(pause, [self = shared_from_this()](error_code) { self->connect(); });
+            return enter_gate();
+        scheduler_.async_wait(pause,
+                              [self = shared_from_this()](error_code) { self->enter_gate(); });
     }
 
     // At the end of the run: a chatty connection says goodbye (half-closes) and waits for the
@@ -98,7 +148,9 @@ public:
         asio::dispatch(asio::bind_executor(socket_.get_executor(), [self = shared_from_this()] {
             // The heartbeats due while this connection was open: one a period, each up to a
             // fifth of a period late by jitter.
-            const auto open = steady::now() - self->connected_at_;
+            // The server's heartbeats start with its session, when it greets.
+            const auto open =
+                steady::now() - (self->greeted_ ? self->greeted_at_ : self->connected_at_);
             const auto period = self->config_.heartbeat;
             if (open > period / 5)
                 self->client_.stats.chatty_heartbeats_due +=
@@ -111,8 +163,24 @@ public:
     }
 
 private:
+    void enter_gate()
+    {
+        client_.gate.enter([self = shared_from_this()] {
+            asio::post(self->socket_.get_executor(), [self] { self->connect(); });
+        });
+    }
+
+    // Lets the next connection through the gate, once.
+    void leave_gate()
+    {
+        if (!std::exchange(in_gate_, false))
+            return;
+        client_.gate.leave();
+    }
+
     void connect()
     {
+        in_gate_ = true;
         // Before the server can accept, so its idle deadline cannot have started earlier.
         connecting_since_ = steady::now();
         socket_.async_connect(client_.server, [self = shared_from_this()](error_code ec) {
@@ -182,8 +250,11 @@ private:
         read_line(shared_from_this(), [this](error_code ec, std::string line) {
             if (!ec)
             {
-                if (line.starts_with("HB "))
-                    on_heartbeat(number<std::uint64_t>(line.substr(3)).value_or(0));
+                if (line.starts_with("HELLO "))
+                    on_greeting(number<steady::rep>(std::string_view(line).substr(6)));
+                else if (line.starts_with("HB "))
+                    on_heartbeat(
+                        number<std::uint64_t>(std::string_view(line).substr(3)).value_or(0));
                 else if (line == "OK")
                     ++client_.stats.responses;
                 else if (line == "ERR deadline")
@@ -192,6 +263,18 @@ private:
             }
             on_server_close();
         });
+    }
+
+    // The server accepted this connection and armed its idle deadline at `armed` (steady_clock
+    // ticks: one clock for both processes on this machine).
+    void on_greeting(std::optional<steady::rep> armed)
+    {
+        greeted_at_ = steady::now();
+        leave_gate();
+        const steady::time_point at{steady::duration(armed.value_or(0))};
+        // A stamp outside [connecting, greeted] is not the server's arming time: no greeting.
+        greeted_ = armed && at >= connecting_since_ && at <= greeted_at_;
+        armed_at_ = at;
     }
 
     // Heartbeat `n` of this connection arrived.
@@ -218,7 +301,13 @@ private:
             break;
         case kind::silent:
         {
-            const double after = ms_since(connecting_since_);
+            // From when the server armed the idle deadline (its greeting says) to its close.
+            if (!greeted_)
+            {
+                ++client_.stats.not_greeted;
+                break;
+            }
+            const double after = ms_since(armed_at_);
             const auto idle = static_cast<double>(config_.idle.count());
             client_.stats.silent_close_after.add(after - idle);
             met = after >= idle && after <= idle + static_cast<double>(config_.tolerance.count());
@@ -257,6 +346,7 @@ private:
     // is time for it to end before the run does.
     void finish()
     {
+        leave_gate(); // if it failed, or was closed, before the greeting
         ping_stop_.emit(asio::cancellation_type::terminal);
         const auto pause = config_.ping();
         const auto needed = pause + config_.idle + config_.tolerance + 500ms;
@@ -271,10 +361,14 @@ private:
     asio::cancellation_signal ping_stop_;
     steady::time_point connecting_since_;
     steady::time_point connected_at_;
+    steady::time_point greeted_at_;
+    steady::time_point armed_at_;      // when the server armed the idle deadline
     std::uint64_t last_heartbeat_ = 0; // the number of the last heartbeat received
     bool leaving_ = false;
     bool got_deadline_error_ = false;
     bool half_close_ = false;
+    bool in_gate_ = false;
+    bool greeted_ = false;
 };
 
 // The number of connections of each kind for `n` in all: one in twenty rude, then half chatty
@@ -314,10 +408,12 @@ inline std::string run_client(const settings& config, unsigned short port)
     sched::scheduler scheduler(io, pool);
     const auto seconds =
         std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(config.seconds));
+    connect_gate gate;
     client_context client{.io = io,
                           .scheduler = scheduler,
                           .config = config,
                           .server = tcp::endpoint(asio::ip::address_v4::loopback(), port),
+                          .gate = gate,
                           .end = steady::now() + seconds};
     for (const kind k : {kind::chatty, kind::silent, kind::slow_request, kind::rude})
     {
@@ -343,19 +439,12 @@ inline std::string run_client(const settings& config, unsigned short port)
         asio::post(control, [&] { watchdog_stop.emit(asio::cancellation_type::terminal); });
     };
 
-    // Open the connections in batches of 250 every 20 ms, so that the server's accept queue
-    // keeps up.
-    std::vector<kind> order;
+    // Start every connection; the gate lets connect_gate::limit at a time be accepted.
     for (const auto& [k, count] : mix(config.connections))
-        order.insert(order.end(), static_cast<std::size_t>(count), k);
-    std::size_t opened = 0;
-    std::function<void()> open_batch = [&] {
-        for (int i = 0; i < 250 && opened < order.size(); ++i)
-            std::make_shared<connection>(client, order[opened++])->start();
-        if (opened < order.size())
-            scheduler.async_wait(20ms, [&](error_code) { open_batch(); });
-    };
-    open_batch();
+    {
+        for (int i = 0; i < count; ++i)
+            std::make_shared<connection>(client, k)->start();
+    }
 
     // At the end, the chatty connections leave; the rest have stopped starting again.
     scheduler.async_wait(seconds, [&](error_code) {
@@ -384,6 +473,7 @@ inline std::string run_client(const settings& config, unsigned short port)
     put("unfinished", timed_out ? client.active.load() : 0);
     put("chatty_closed_early", client.stats.chatty_closed_early);
     put("silent_closed_late", client.stats.silent_closed_late);
+    put("not_greeted", client.stats.not_greeted);
     put("heartbeats_received", client.stats.heartbeats_received);
     put("heartbeats_sent_as_seen", client.stats.heartbeats_sent_as_seen);
     put("chatty_heartbeats_due", client.stats.chatty_heartbeats_due);

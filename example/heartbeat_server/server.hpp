@@ -64,6 +64,9 @@ public:
         auto self = shared_from_this();
         ++server_.stats.open;
         touch();
+        // The greeting tells the client when the idle deadline started, on steady_clock (the
+        // same clock in both processes on one machine): the client times idle closes from it.
+        send(self, "HELLO " + std::to_string(last_message_.time_since_epoch().count()) + "\n");
         idle_.async_wait([self](error_code ec) {
             if (!ec)
                 self->on_idle();
@@ -210,7 +213,7 @@ class server
 public:
     server(asio::io_context& io, server_context& context)
         : io_(io), context_(context),
-          acceptor_(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0), true)
+          acceptor_(asio::make_strand(io), tcp::endpoint(asio::ip::address_v4::loopback(), 0), true)
     {
         acceptor_.listen(asio::socket_base::max_listen_connections);
     }
@@ -234,7 +237,7 @@ public:
 
     void stop()
     {
-        asio::post(io_, [this] {
+        asio::post(acceptor_.get_executor(), [this] {
             error_code ignored;
             acceptor_.close(ignored);
         });
