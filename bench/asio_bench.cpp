@@ -87,7 +87,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -107,6 +106,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "io_threads.hpp"
 
 namespace {
 
@@ -769,10 +769,7 @@ void w3_lateness(benchmark::State& state)
     {
         lateness_run run(timers);
         asio::io_context io(static_cast<int>(threads));
-        auto guard = asio::make_work_guard(io);
-        std::vector<std::thread> io_threads;
-        for (std::size_t i = 0; i < threads; ++i)
-            io_threads.emplace_back([&io] { io.run(); });
+        bench::io_threads io_threads(io, threads);
         sched::scheduled_thread_pool pool(threads);
         sched::scheduler scheduler(io, pool);
         std::vector<asio::steady_timer> asio_timers;
@@ -797,10 +794,8 @@ void w3_lateness(benchmark::State& state)
         const clock_type::duration arm_time = clock_type::now() - armed_from;
         const bool all_ran = run.wait(lead + window + 10s);
 
-        guard.reset();
         io.stop();
-        for (std::thread& t : io_threads)
-            t.join();
+        io_threads.join();
         (void)pool.shutdown_now();
 
         state.SetIterationTime(

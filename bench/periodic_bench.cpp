@@ -75,7 +75,6 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/system/error_code.hpp>
@@ -101,6 +100,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "io_threads.hpp"
 #include <sys/resource.h>
 
 namespace {
@@ -314,10 +314,7 @@ std::string run_sched_pool(w4_run& run, std::size_t threads, std::chrono::nanose
 std::string run_sched_asio(w4_run& run, std::size_t threads, std::chrono::nanoseconds& cpu)
 {
     asio::io_context io(static_cast<int>(threads));
-    auto guard = asio::make_work_guard(io);
-    std::vector<std::thread> io_threads;
-    for (std::size_t i = 0; i < threads; ++i)
-        io_threads.emplace_back([&io] { io.run(); });
+    bench::io_threads io_threads(io, threads);
     std::string error;
     {
         sched::scheduled_thread_pool pool(pool_options_for(threads));
@@ -376,9 +373,7 @@ std::string run_sched_asio(w4_run& run, std::size_t threads, std::chrono::nanose
                         " operations completed with something else than operation_aborted";
             }
         }
-        guard.reset();
-        for (std::thread& t : io_threads)
-            t.join();
+        io_threads.join();
         pool.shutdown();
         pool.await_termination();
     } // the signals go after the io_context's threads: no completion can touch their slots
@@ -388,10 +383,7 @@ std::string run_sched_asio(w4_run& run, std::size_t threads, std::chrono::nanose
 std::string run_asio(w4_run& run, std::size_t threads, std::chrono::nanoseconds& cpu)
 {
     asio::io_context io(static_cast<int>(threads));
-    auto guard = asio::make_work_guard(io);
-    std::vector<std::thread> io_threads;
-    for (std::size_t i = 0; i < threads; ++i)
-        io_threads.emplace_back([&io] { io.run(); });
+    bench::io_threads io_threads(io, threads);
     std::vector<asio::steady_timer> timers;
     timers.reserve(run.items.size()); // never reallocates: the handlers point at the timers
     run.begin_arming();
@@ -406,9 +398,7 @@ std::string run_asio(w4_run& run, std::size_t threads, std::chrono::nanoseconds&
     std::this_thread::sleep_until(run.stop);
     cpu = process_cpu_time() - cpu_start;
     // Every chain ends at its first expiry at or after stop; then the io_context runs out of work.
-    guard.reset();
-    for (std::thread& t : io_threads)
-        t.join();
+    io_threads.join();
     return {};
 }
 
