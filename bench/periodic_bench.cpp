@@ -223,6 +223,17 @@ struct w4_run
     // When the items are stopped: a late tick of the window has this long to run.
     clock_type::time_point stop_items_at() const { return stop + period + 100ms; }
 
+    // Once every item is armed: notes when, sleeps through the window and returns the process's
+    // CPU time over it.
+    std::chrono::nanoseconds end_arming_and_measure()
+    {
+        armed = clock_type::now();
+        std::this_thread::sleep_until(start);
+        const auto cpu_start = process_cpu_time();
+        std::this_thread::sleep_until(stop);
+        return process_cpu_time() - cpu_start;
+    }
+
     // The ideal time of an item's tick `index`.
     clock_type::time_point ideal(const item_log& item, std::uint64_t index) const
     {
@@ -295,11 +306,7 @@ std::string run_sched_pool(w4_run& run, std::size_t threads, std::chrono::nanose
         futures.push_back(pool.schedule_at_fixed_rate(item.first_due - clock_type::now(),
                                                       run.period, sched_tick{&run, &item}));
     }
-    run.armed = clock_type::now();
-    std::this_thread::sleep_until(run.start);
-    const auto cpu_start = process_cpu_time();
-    std::this_thread::sleep_until(run.stop);
-    cpu = process_cpu_time() - cpu_start;
+    cpu = run.end_arming_and_measure();
     std::this_thread::sleep_until(run.stop_items_at());
     std::size_t not_cancelled = 0;
     for (auto& f : futures)
@@ -355,11 +362,7 @@ std::string run_sched_asio(w4_run& run, std::size_t threads, std::chrono::nanose
                 asio::bind_executor(io.get_executor(), sched_tick{&run, &item}),
                 asio::bind_cancellation_slot(signals[i].slot(), completion));
         }
-        run.armed = clock_type::now();
-        std::this_thread::sleep_until(run.start);
-        const auto cpu_start = process_cpu_time();
-        std::this_thread::sleep_until(run.stop);
-        cpu = process_cpu_time() - cpu_start;
+        cpu = run.end_arming_and_measure();
         std::this_thread::sleep_until(run.stop_items_at());
         for (std::size_t i = 0; i < n; ++i)
             signals[i].emit(asio::cancellation_type::terminal);
@@ -392,11 +395,7 @@ std::string run_asio(w4_run& run, std::size_t threads, std::chrono::nanoseconds&
         asio::steady_timer& timer = timers.emplace_back(io, item.first_due);
         timer.async_wait(asio_heartbeat{&run, &item, &timer});
     }
-    run.armed = clock_type::now();
-    std::this_thread::sleep_until(run.start);
-    const auto cpu_start = process_cpu_time();
-    std::this_thread::sleep_until(run.stop);
-    cpu = process_cpu_time() - cpu_start;
+    cpu = run.end_arming_and_measure();
     // Every chain ends at its first expiry at or after stop; then the io_context runs out of work.
     io_threads.join();
     return {};
