@@ -27,12 +27,13 @@
 //                             sched::scheduler(io, pool); scheduler.async_schedule_at_fixed_rate(
 //                             first_due - now, P, bind_executor(io.get_executor(), tick),
 //                             bind_cancellation_slot(signal[i].slot(), completion)). The ticks
-//                             run ON THE IO_CONTEXT: a pool worker takes each due tick off the
-//                             pool's queue and posts it there (only one-shot waits are woken by
-//                             the scheduler's timer on the io_context; periodic operations are
-//                             woken by a worker). Stopped by emitting terminal cancellation on
-//                             every item's signal; every completion must then arrive with
-//                             operation_aborted (else the benchmark fails); then join.
+//                             run ON THE IO_CONTEXT, and are woken by it: the scheduler's timer
+//                             on the io_context wakes one of its threads when a tick at the head
+//                             of the pool's queue is due (plus the pool's timer_slack), and that
+//                             thread posts the tick to itself (the workers sleep). Stopped by
+//                             emitting terminal cancellation on every item's signal; every
+//                             completion must then arrive with operation_aborted (else the
+//                             benchmark fails); then join.
 //   W4_heartbeats/asio        io_context(T) run by T threads, one steady_timer per item:
 //                             expires_at(first_due), async_wait(handler); the handler records
 //                             now - timer.expiry() (the ideal time), then

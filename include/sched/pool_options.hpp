@@ -55,9 +55,9 @@ struct pool_options
     /// the CPU at the default, see docs/periodic.md). A task never runs before it is due; it may
     /// start up to this much later (plus the scheduling delay any wake-up has). The default is
     /// the timer slack Linux gives a thread's timed waits (the workers turn the kernel's off in
-    /// favour of this one); zero wakes on time. Negative: std::invalid_argument. A scheduler's
-    /// one-shot wait at the head of the queue is woken by its io_context, without slack; one
-    /// queued right behind pool tasks that fall due within the slack may wait for them.
+    /// favour of this one); zero wakes on time. Negative: std::invalid_argument. The io_context
+    /// timer that wakes for a scheduler's waits and bound ticks at the head of the queue takes
+    /// the same slack.
     std::chrono::nanoseconds timer_slack = std::chrono::microseconds(50);
 
     /// Whether periodic tasks keep running after shutdown() (Java's default: false).

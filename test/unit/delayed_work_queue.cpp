@@ -700,6 +700,21 @@ BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wait_for_each_new_head_it
     BOOST_TEST(leader.step_downs == 0);
 }
 
+BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_the_head_is_due,
+                        led_queue_fixture)
+{
+    queue.set_slack(250ms);
+    queue.push(make(1), 10s);
+    queue.push(make(2), 5s); // a new head, with the task after it
+    const std::vector<std::pair<time_point, time_point>> expected{
+        {at(10s) + 250ms, time_point::max()}, {at(5s) + 250ms, at(10s) + 250ms}};
+    BOOST_TEST((leader.leads == expected));
+    // Woken then, it takes both, in due order.
+    manual_clock::advance(10250ms);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 2);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(take_led_takes_only_due_heads_of_its_own_leader, led_queue_fixture)
 {
     recording_leader other;

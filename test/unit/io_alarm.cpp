@@ -1,13 +1,15 @@
-// A scheduler's waits on the steady clock are waited for by their io_context (detail::io_alarm),
-// not by the pool's workers. These tests run on the real clock: they assert what can only happen
-// that way (a wait completing while every worker is busy), never how long anything takes, except
-// with margins of tens of seconds.
+// A scheduler's waits on the steady clock, and the ticks of its periodic operations bound to its
+// io_context, are waited for by that io_context (detail::io_alarm), not by the pool's workers.
+// These tests run on the real clock: they assert what can only happen that way (a wait
+// completing while every worker is busy), never how long anything takes, except with margins of
+// tens of seconds.
 
 #include <sched/deadline.hpp>
 #include <sched/error.hpp>
 #include <sched/scheduler.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -15,6 +17,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <exception>
 #include <future>
 #include <memory>
 #include <optional>
@@ -54,30 +58,73 @@ struct steady_fixture
     }
 };
 
+// A one-worker pool whose worker is taken until the test ends: only an io_context can wake
+// what falls due.
+struct busy_pool_fixture
+{
+    std::promise<void> started;
+    std::promise<void> release;
+    sched::scheduled_thread_pool pool{1};
+
+    busy_pool_fixture()
+    {
+        pool.execute([&] {
+            started.set_value();
+            release.get_future().wait();
+        });
+        started.get_future().wait();
+    }
+    ~busy_pool_fixture() { release.set_value(); }
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_io_alarm)
 
-BOOST_AUTO_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worker_is_busy,
-                     *boost::unit_test::timeout(120))
+BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worker_is_busy,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
 {
-    sched::scheduled_thread_pool pool(1);
-    std::promise<void> release;
-    std::promise<void> started;
-    pool.execute([&] {
-        started.set_value();
-        release.get_future().wait();
-    });
-    started.get_future().wait(); // the only worker is taken
-
     boost::asio::io_context io;
     sched::scheduler scheduler(io, pool);
     std::optional<error_code> result;
     scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
     io.run_for(60s); // returns once the wait has completed: nothing else is pending
-    release.set_value();
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(!*result);
+}
+
+BOOST_FIXTURE_TEST_CASE(ticks_bound_to_the_io_context_run_while_every_worker_is_busy,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    boost::asio::cancellation_signal signal;
+    int ticks = 0;
+    std::optional<error_code> result;
+    scheduler.async_schedule_at_fixed_rate(
+        1ms, 1ms,
+        boost::asio::bind_executor(io,
+                                   [&] {
+                                       if (++ticks == 3)
+                                           signal.emit(boost::asio::cancellation_type::terminal);
+                                   }),
+        boost::asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, std::size_t) {
+            try
+            {
+                if (e)
+                    std::rethrow_exception(e);
+            }
+            catch (const boost::system::system_error& failure)
+            {
+                result = failure.code();
+            }
+        }));
+    io.run_for(60s); // returns once the operation has ended: nothing else is pending
+    BOOST_TEST(ticks == 3);
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(*result == boost::asio::error::operation_aborted);
 }
 
 BOOST_FIXTURE_TEST_CASE(cancelling_the_last_pending_wait_lets_run_return_at_once,

@@ -119,6 +119,9 @@ class async_task final
     using base = std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>;
     using tick_type = std::conditional_t<Kind == async_kind::periodic, basic_tick<Clock>, no_tick>;
 
+    static constexpr bool led_by_alarm =
+        Kind == async_kind::wait || (Kind == async_kind::periodic && tick_is_bound<Work>);
+
 public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
@@ -201,9 +204,12 @@ public:
 
     const void* context() const noexcept override { return service_; }
 
+    // A wait, or a tick bound to an executor of the scheduler's own io_context: the io_context's
+    // alarm wakes for it, and the thread it wakes completes it (posts the tick to itself). Any
+    // other operation's work runs where a worker runs or posts it.
     typename basic_delayed_work_queue<Clock>::external_leader* leader() const noexcept override
     {
-        if constexpr (Kind == async_kind::wait)
+        if constexpr (led_by_alarm)
             return leader_;
         else
             return nullptr;
@@ -398,9 +404,15 @@ private:
             if constexpr (tick_is_bound<Work>)
             {
                 link_ = pool_access::link(pool);
-                tick_work_.emplace(
-                    boost::asio::prefer(boost::asio::get_associated_executor(work_),
-                                        boost::asio::execution::outstanding_work.tracked));
+                const auto tick_executor = boost::asio::get_associated_executor(work_);
+                tick_work_.emplace(boost::asio::prefer(
+                    tick_executor, boost::asio::execution::outstanding_work.tracked));
+                const boost::asio::execution_context& ticks_context =
+                    boost::asio::query(tick_executor, boost::asio::execution::context);
+                const boost::asio::execution_context& io_context =
+                    boost::asio::query(io, boost::asio::execution::context);
+                if (&ticks_context == &io_context)
+                    leader_ = opts.leader;
             }
         }
     }
@@ -637,8 +649,8 @@ private:
     typename tick_work<Work, Kind == async_kind::periodic && tick_is_bound<Work>>::type
         tick_work_{};
     scheduler_service<Clock>* service_ = nullptr;
-    [[no_unique_address]] std::conditional_t<Kind == async_kind::wait, io_alarm<Clock>*, no_work>
-        leader_{};
+    // What wakes it at the head of the pool's queue instead of a worker, if anything: see leader().
+    [[no_unique_address]] std::conditional_t<led_by_alarm, io_alarm<Clock>*, no_work> leader_{};
     [[no_unique_address]] allocator_type alloc_;
     const bool held_;
     bool completion_due_ = false; // runner, then the last reference
