@@ -247,10 +247,11 @@ public:
 
     /// Lets external leaders wait for heads: whenever the head changes, @p find names the head's
     /// leader, which then sleeps instead of a waiting thread. The waiting threads leave a head to
-    /// its leader until it is @p grace overdue, and then take it themselves (one of them wakes
-    /// for that): a leader that is held up (its io_context is not running) delays the tasks
-    /// behind it by no more. Call it before the queue is used. A leader must outlive its
-    /// leadership: until dismiss() or the queue's destruction (which steps it down).
+    /// its leader until it is @p grace overdue (beyond the slack: see set_slack()), and then take
+    /// it themselves (one of them wakes for that): a leader that is held up (its io_context is
+    /// not running) delays the tasks behind it by no more. Call it before the queue is used. A
+    /// leader must outlive its leadership: until dismiss() or the queue's destruction (which steps
+    /// it down).
     void set_leader_finder(leader_finder find, duration grace) noexcept
     {
         find_ = find;
@@ -333,6 +334,12 @@ private:
     // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
+    // When the waiting threads stop leaving a head due at `due` to its external leader: the
+    // grace after the leader was asked to wake.
+    time_point leader_deadline(time_point due) const noexcept
+    {
+        return detail::saturating_add(detail::saturating_add(due, slack_), grace_);
+    }
     // The due time of the task after the head (the head's children hold it), or max().
     time_point second_due() const noexcept;
     void wake_all() noexcept;

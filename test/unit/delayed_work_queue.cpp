@@ -765,6 +765,19 @@ BOOST_FIXTURE_TEST_CASE(takers_leave_a_led_head_to_its_leader_until_it_is_overdu
     BOOST_TEST(taker.get() == 2);
 }
 
+BOOST_FIXTURE_TEST_CASE(with_a_slack_takers_leave_a_led_head_for_the_slack_and_the_grace,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.set_slack(500ms); // the leader is asked to wake at 10.5 s; the grace ends at 11.5 s
+    queue.push(make(1), 10s);
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    manual_clock::advance(11400ms); // overdue by more than the grace alone: still the leader's
+    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    manual_clock::advance(100ms); // overdue by the slack and the grace: the taker takes it
+    BOOST_TEST(taker.get() == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_head_its_leader_cannot_wait_for_goes_to_the_takers_when_due,
                         led_queue_fixture,
                         *boost::unit_test::timeout(60))

@@ -169,7 +169,7 @@ bool basic_delayed_work_queue<Clock>::left_to_leader(time_point now) const noexc
 {
     const entry& head = heap_.front();
     return leader_ == &external_ && find_(*head.task) == external_ &&
-           now < detail::saturating_add(head.due, grace_);
+           now < leader_deadline(head.due);
 }
 
 template <class Clock>
@@ -371,7 +371,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
             if (leader_ == &external_ && !heap_.empty() && (backup_ == nullptr || backup_ == self))
             {
                 backup_ = self;
-                until = std::min(until, detail::saturating_add(heap_.front().due, grace_));
+                until = std::min(until, leader_deadline(heap_.front().due));
             }
             wait_until(lock, until);
             if (backup_ == self)
