@@ -66,11 +66,12 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * executor, work runs on the pool and completions come back to the io_context.
  *
  * With an io_context's executor (and a clock Asio's timers can wait on), a wait at the head of
- * the pool's queue is waited for by a timer on that io_context, not by a worker: the io_context's
- * thread that wakes takes the due waits and runs their handlers, one wake-up per expiry as with
- * a steady_timer. The pool's before_execute and after_execute hooks then run there too. If the
- * io_context does not run, a worker takes a wait once it is 10 ms overdue, so that the pool's
- * other tasks are not held up behind it.
+ * the pool's queue, or a periodic operation's tick bound to that io_context, is waited for by a
+ * timer on that io_context, not by a worker: the io_context's thread that wakes (up to the
+ * pool's timer_slack after the due time) takes what is due, runs the waits' handlers and posts
+ * the ticks, one wake-up per expiry as with a steady_timer. The pool's before_execute and
+ * after_execute hooks then run there too. If the io_context does not run, a worker takes a wait
+ * once it is 10 ms later than that, so that the pool's other tasks are not held up behind it.
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
