@@ -68,10 +68,11 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * With an io_context's executor (and a clock Asio's timers can wait on), a wait at the head of
  * the pool's queue, or a periodic operation's tick bound to that io_context, is waited for by a
  * timer on that io_context, not by a worker: the io_context's thread that wakes (up to the
- * pool's timer_slack after the due time) takes what is due, runs the waits' handlers and posts
- * the ticks, one wake-up per expiry as with a steady_timer. The pool's before_execute and
- * after_execute hooks then run there too. If the io_context does not run, a worker takes a wait
- * once it is 10 ms later than that, so that the pool's other tasks are not held up behind it.
+ * pool's timer_slack after the due time) takes what fell due meanwhile, runs the waits'
+ * handlers and posts the ticks: one wake-up for all of them. The pool's before_execute hook runs
+ * there too (and after_execute, for waits). If the io_context does not run, a free worker takes
+ * a wait or tick 10 ms after that timer was due to wake, so that the pool's other tasks are not
+ * held up behind it.
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
@@ -311,8 +312,8 @@ private:
 
     detail::scheduler_service<Clock>& service() const noexcept { return *service_; }
 
-    // What waits for this scheduler's waits when they are due next in the pool: an Asio timer
-    // on its io_context, or null (the pool's workers).
+    // What waits for this scheduler's waits (and ticks bound to its io_context) when they are
+    // due next in the pool: an Asio timer on its io_context, or null (the pool's workers).
     detail::io_alarm<Clock>* alarm() const noexcept { return alarm_; }
 
     static detail::scheduler_service<Clock>& service_for(const executor_type& ex)

@@ -143,7 +143,8 @@ public:
         bool held = false; // a deadline keeps a reference to the node
         // A wait's expiry, if a deadline moves it (see deadline_wait); set before it is queued.
         expiry_word<Clock>* expiry = nullptr;
-        // What waits for a wait at the head of the pool's queue, if not a worker (see io_alarm).
+        // What waits for a wait or a bound tick at the head of the pool's queue, if not a worker
+        // (see io_alarm and leader()).
         io_alarm<Clock>* leader = nullptr;
         std::exception_ptr rejected_input{}; // complete with this at once, scheduling nothing
     };

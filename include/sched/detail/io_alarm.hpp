@@ -29,9 +29,11 @@ template <class Clock>
 inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 
 // An io_context's timers that wait for a pool's tasks completing on that io_context (a
-// scheduler's waits) when they are at the head of the pool's queue, instead of a worker, and run
-// them on the io_context's thread that wakes, followed there by their handlers: one wake-up, as
-// for a steady_timer, where a worker would wake and then wake an io_context's thread. The pool's
+// scheduler's waits, and the ticks of its periodic operations bound to that io_context) when
+// they are at the head of the pool's queue, instead of a worker, and run them on the
+// io_context's thread that wakes, followed there by the waits' handlers (a tick is posted to its
+// executor): one wake-up, as for a steady_timer, where a worker would wake and then wake an
+// io_context's thread. The pool's
 // queue calls it under its lock, which keeps the timer objects to one thread at a time (see
 // basic_delayed_work_queue::set_leader_finder()); its scheduler_service owns it and retires it
 // before the io_context goes.

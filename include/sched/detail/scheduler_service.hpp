@@ -50,8 +50,9 @@ public:
 
     // A scheduler on this context queues on `pool`; `io` is this context if it is an io_context
     // that the scheduler's executor submits to, else null. Returns the alarm that waits for the
-    // scheduler's waits in `pool` on the io_context (see io_alarm), or null: with no io_context,
-    // or on a clock that Asio's timers cannot wait for (the manual clock), the workers wait.
+    // scheduler's waits and bound ticks in `pool` on the io_context (see io_alarm), or null: with
+    // no io_context, or on a clock that Asio's timers cannot wait for (the manual clock), the
+    // workers wait.
     io_alarm<Clock>* attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
     {
         const std::shared_ptr<owner_link<Clock>>& link = pool_access::link(pool);
