@@ -116,6 +116,18 @@ void check_destroyed_with_its_io_context(Arm arm)
     BOOST_TEST(work.get() == 7);
 }
 
+// The pool's own tasks scheduled beside a stress test's operations (task k returning k * 10)
+// all ran, and nothing is left queued.
+void check_pool_work_ran(sched::scheduled_thread_pool& pool,
+                         std::vector<sched::scheduled_future<int>>& work)
+{
+    int ran = 0;
+    for (std::size_t i = 0; i < work.size(); ++i)
+        ran += work[i].get() == static_cast<int>(i * 10);
+    BOOST_TEST(ran == static_cast<int>(work.size()));
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_io_alarm)
@@ -291,11 +303,83 @@ BOOST_AUTO_TEST_CASE(waits_of_two_io_contexts_and_pool_work_share_a_pool_without
     BOOST_TEST(once == waits);
     BOOST_TEST(wrong_context.load() == 0);
     BOOST_TEST(errors.load() == 0);
-    int ran = 0;
-    for (std::size_t i = 0; i < work.size(); ++i)
-        ran += work[i].get() == static_cast<int>(i * 10);
-    BOOST_TEST(ran == static_cast<int>(work.size()));
-    BOOST_TEST(pool.queue().size() == 0u);
+    check_pool_work_ran(pool, work);
+}
+
+// Periodic operations bound to two io_contexts, led by their timers, beside pool work: each
+// ticks on its own io_context, never concurrently with itself, and is cancelled (from a handler
+// of its own io_context) after its fifth tick; every completion runs exactly once, aborted.
+BOOST_AUTO_TEST_CASE(ticks_of_two_io_contexts_and_pool_work_share_a_pool_without_loss,
+                     *boost::unit_test::timeout(300))
+{
+    constexpr int operations = 2000;
+    constexpr int ticks_each = 5;
+    sched::scheduled_thread_pool pool(2);
+    boost::asio::io_context io[2];
+    std::vector<sched::scheduler> schedulers;
+    for (auto& context : io)
+        schedulers.emplace_back(context, pool);
+    struct operation
+    {
+        boost::asio::cancellation_signal signal;
+        std::atomic<int> ticks{0};
+        std::atomic<bool> ticking{false};
+        std::atomic<int> ended{0};
+    };
+    std::vector<operation> ops(operations);
+    std::atomic<int> wrong_context{0};
+    std::atomic<int> overlapping{0};
+    std::atomic<int> not_aborted{0};
+    std::vector<sched::scheduled_future<int>> work;
+    std::mt19937 random(17);
+    for (int id = 0; id < operations; ++id)
+    {
+        const std::size_t side = static_cast<std::size_t>(id % 2);
+        operation& op = ops[static_cast<std::size_t>(id)];
+        const auto first = std::chrono::microseconds(random() % 20000);
+        const auto period = std::chrono::microseconds(1000 + random() % 2000);
+        auto tick = [&, side] {
+            if (op.ticking.exchange(true))
+                overlapping.fetch_add(1);
+            if (!io[side].get_executor().running_in_this_thread())
+                wrong_context.fetch_add(1);
+            if (op.ticks.fetch_add(1) + 1 == ticks_each)
+                boost::asio::post(
+                    io[side], [&op] { op.signal.emit(boost::asio::cancellation_type::terminal); });
+            op.ticking.store(false);
+        };
+        schedulers[side].async_schedule_at_fixed_rate(
+            first, period, boost::asio::bind_executor(io[side], tick),
+            boost::asio::bind_cancellation_slot(
+                op.signal.slot(), [&op, &not_aborted](std::exception_ptr e, std::size_t) {
+                    op.ended.fetch_add(1);
+                    std::optional<error_code> code;
+                    record_end(code)(e, 0);
+                    if (code != boost::asio::error::operation_aborted)
+                        not_aborted.fetch_add(1);
+                }));
+        if (id % 10 == 0)
+            work.push_back(pool.schedule(first, [id] { return id; }));
+    }
+    std::vector<std::thread> threads;
+    for (auto& context : io)
+        threads.emplace_back([&context] { context.run(); });
+    for (std::thread& t : threads)
+        t.join(); // run() returned: every operation has ended
+
+    int ended_once = 0;
+    int ticked_enough = 0;
+    for (const operation& op : ops)
+    {
+        ended_once += op.ended.load() == 1;
+        ticked_enough += op.ticks.load() >= ticks_each;
+    }
+    BOOST_TEST(ended_once == operations);
+    BOOST_TEST(ticked_enough == operations);
+    BOOST_TEST(wrong_context.load() == 0);
+    BOOST_TEST(overlapping.load() == 0);
+    BOOST_TEST(not_aborted.load() == 0);
+    check_pool_work_ran(pool, work);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
