@@ -261,8 +261,8 @@ public:
     /// Lets the thread that waits for the head sleep until up to @p slack after it is due, so
     /// that one wake-up takes every task that fell due meanwhile (timer coalescing); an external
     /// leader is asked to wake that much later too. Tasks never run early; with a slack, up to
-    /// that much later. Zero, the default, wakes on time. Call it
-    /// before the queue is used: a thread already asleep keeps the slack it went to sleep with.
+    /// that much later. Zero, the default, wakes on time. Call it before the queue is used: a
+    /// thread already asleep keeps the slack it went to sleep with.
     void set_slack(duration slack) noexcept
     {
         std::lock_guard lock(mutex_);

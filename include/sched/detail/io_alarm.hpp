@@ -33,10 +33,9 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // they are at the head of the pool's queue, instead of a worker, and run them on the
 // io_context's thread that wakes, followed there by the waits' handlers (a tick is posted to its
 // executor): one wake-up, as for a steady_timer, where a worker would wake and then wake an
-// io_context's thread. The pool's
-// queue calls it under its lock, which keeps the timer objects to one thread at a time (see
-// basic_delayed_work_queue::set_leader_finder()); its scheduler_service owns it and retires it
-// before the io_context goes.
+// io_context's thread. The pool's queue calls it under its lock, which keeps the timer objects
+// to one thread at a time (see basic_delayed_work_queue::set_leader_finder()); its
+// scheduler_service owns it and retires it before the io_context goes.
 //
 // Two timers take turns: one waits for the head, the other for the task after it, if it is idle.
 // When the first fires, the io_context's reactor sets its clock for the second at once, and what
