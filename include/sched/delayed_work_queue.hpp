@@ -334,11 +334,17 @@ private:
     // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
+    // When whoever leads a task due at `due` wakes for it: a waiting thread, or an external
+    // leader asked to.
+    time_point wake_time(time_point due) const noexcept
+    {
+        return detail::saturating_add(due, slack_);
+    }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
     // grace after the leader was asked to wake.
     time_point leader_deadline(time_point due) const noexcept
     {
-        return detail::saturating_add(detail::saturating_add(due, slack_), grace_);
+        return detail::saturating_add(wake_time(due), grace_);
     }
     // The due time of the task after the head (the head's children hold it), or max().
     time_point second_due() const noexcept;

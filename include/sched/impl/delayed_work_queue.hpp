@@ -179,7 +179,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     time_point due = time_point::max();
     if (find_ && !heap_.empty() && heap_.front().due != time_point::max())
     {
-        due = detail::saturating_add(heap_.front().due, slack_);
+        due = wake_time(heap_.front().due);
         want = find_(*heap_.front().task);
     }
     // One that wakes in time already leads: waking early, it finds nothing and is elected again.
@@ -190,7 +190,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
         return true;
     }
     external_ = nullptr;
-    const bool led = want && want->lead_until(due, detail::saturating_add(second_due(), slack_));
+    const bool led = want && want->lead_until(due, wake_time(second_due()));
     if (was && (was != want || !led))
         was->step_down();
     if (led)
@@ -382,7 +382,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         else
         {
             leader_ = self;
-            wait_until(lock, std::min(deadline, detail::saturating_add(heap_.front().due, slack_)));
+            wait_until(lock, std::min(deadline, wake_time(heap_.front().due)));
             if (leader_ == self)
                 leader_ = nullptr;
         }
