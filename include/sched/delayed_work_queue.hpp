@@ -6,13 +6,16 @@
 #include <sched/detail/heap_allocator.hpp>
 #include <sched/detail/time.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <vector>
 
@@ -21,8 +24,9 @@ namespace sched {
 /// An unbounded blocking priority queue of tasks ordered by due time: Java's DelayedWorkQueue.
 /**
  * Tasks come out in order of due time; tasks due at the same time come out in the order they were
- * pushed. A task leaves through take(), poll(), poll_for(), poll_until() or drain() once it is
- * due, or at any time through remove(), remove_if() or clear().
+ * pushed (with a far tier, see set_far_tier() for one exception). A task leaves through take(),
+ * poll(), poll_for(), poll_until() or drain() once it is due, or at any time through remove(),
+ * remove_if() or clear().
  *
  * The queue is intrusive and does not own its tasks: a task is any object derived from
  * basic_delayed_work_queue::node, which records where the task sits in the queue's heap, so
@@ -36,6 +40,10 @@ namespace sched {
  * io_context's timer that sleeps for its own tasks and takes them with take_led(), so that
  * nothing but the io_context wakes for them. Time is read from @p Clock; with
  * sched::manual_clock, waits end when the test advances the clock, never by real time passing.
+ *
+ * With a far tier (see set_far_tier()), tasks due far ahead wait in heaps of their own, one per
+ * group of pushing threads, so that threads arming and cancelling far timeouts do not contend for
+ * one lock; they move to the main heap shortly before they are due.
  *
  * A due time of `time_point::max()` means "never": such a task stays queued until removed, even
  * if the clock reaches that time.
@@ -129,7 +137,8 @@ public:
 
     /// Adds @p task, due at @p due (Java's offer/add/put: it never blocks; the queue grows).
     /**
-     * @returns true if @p task became the head; only then is a waiting thread woken.
+     * @returns true if @p task became the head; only then is a waiting thread woken. A task that
+     * goes to the far tier (see set_far_tier()) returns false.
      * @throws std::invalid_argument if @p task is already queued (here or elsewhere).
      * @throws std::bad_alloc if the queue cannot grow; the queue is then unchanged.
      */
@@ -143,22 +152,16 @@ public:
         return push(task, detail::due_after<Clock>(delay));
     }
 
-    /// Adds @p task as push() does, but only if @p allowed() returns true; it is called under the
-    /// queue's lock, so a condition that its writer changes before taking the lock (a pool's
-    /// shutdown, which then drains the queue) cannot change between the check and the push.
+    /// Adds @p task as push() does, but only if @p allowed() returns true; it is called once,
+    /// under the lock of the heap that @p task goes to, so a condition that its writer changes
+    /// before taking every lock of the queue (a pool's shutdown, which then drains the queue)
+    /// cannot change between the check and the push.
     /**
      * @returns whether @p task was added.
      * @throws std::invalid_argument, std::bad_alloc as push(); what @p allowed throws.
      */
     template <class Predicate>
-    bool push_if(node& task, time_point due, Predicate allowed)
-    {
-        std::lock_guard lock(mutex_);
-        if (!allowed())
-            return false;
-        (void)push_locked(task, due);
-        return true;
-    }
+    bool push_if(node& task, time_point due, Predicate allowed);
 
     /// Removes and returns the head once it is due, blocking until then.
     /**
@@ -188,32 +191,23 @@ public:
     /// Like take(), but gives up and returns nullptr once the clock reaches @p deadline.
     node* poll_until(time_point deadline, std::stop_token stop = {});
 
-    /// Calls @p f() under the queue's lock if no task is queued: no task is pushed or taken
+    /// Calls @p f() under the queue's locks if no task is queued: no task is pushed or taken
     /// meanwhile.
     /** @returns what @p f returned; false, without calling it, if a task is queued. */
     template <class F>
-    bool if_empty(F f)
-    {
-        std::lock_guard lock(mutex_);
-        return heap_.empty() && f();
-    }
+    bool if_empty(F f);
 
     /// Removes @p task if it is queued here: O(log n) through its recorded heap index.
     /** @returns true if it was removed; false if it was not in this queue. */
     bool remove(node& task) noexcept;
 
-    /// Like remove(), and if it removes @p task, calls @p on_remove(n) under the queue's lock,
-    /// with n the number of tasks left: whoever decides something on the queue being empty
-    /// decides it before anyone can push or take. @p on_remove must not throw.
+    /// Like remove(), and if it removes @p task, calls @p on_remove(emptied) under the lock it
+    /// removed it under, emptied saying whether no task is left: whoever decides something on
+    /// the queue being empty decides it before anyone can push or take. While the far tier is
+    /// open (see set_far_tier()), emptied is false, which needs no other lock. @p on_remove must
+    /// not throw.
     template <class OnRemove>
-    bool remove(node& task, OnRemove on_remove) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        if (!remove_locked(task))
-            return false;
-        on_remove(heap_.size());
-        return true;
-    }
+    bool remove(node& task, OnRemove on_remove) noexcept;
 
     /// Moves @p task, if it is queued here, to be due at @p due: O(log n) in place (it then comes
     /// after tasks already queued for the same time).
@@ -269,6 +263,28 @@ public:
         slack_ = slack;
     }
 
+    /// Gives the queue a far tier: a task due at least @p horizon ahead, with no external leader,
+    /// goes to one of @p shards heaps, each with its own lock, chosen by the pushing thread; it
+    /// moves to the main heap, with the other far tasks due within @p horizon, half a horizon or
+    /// more before it is due (a waiting thread wakes for that, or a push or poll that finds it
+    /// time). Tasks still come out in due order, and tasks due
+    /// at the same time in the order they were pushed, except two pushed from different threads
+    /// that were both in the far tier: they come out in either order. Zero horizon or shards:
+    /// none (the default). Call it before the queue is used.
+    /**
+     * @throws std::invalid_argument if @p horizon is negative or @p shards is above
+     * max_far_shards.
+     */
+    void set_far_tier(duration horizon, std::size_t shards);
+
+    /// Most shards a far tier can have.
+    static constexpr std::size_t max_far_shards = 254;
+
+    /// Sends later pushes to the main heap only; the far tier's tasks move there as before. Then
+    /// remove()'s callback is told whether the queue is empty: for a queue being shut down. It
+    /// waits for every lock of the queue.
+    void close_far_tier() noexcept;
+
     /// For an external leader once it is woken: removes and returns the head if it is due and
     /// @p leader leads it, calling @p on_take(task) under the lock as take() does; otherwise
     /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader.
@@ -293,6 +309,104 @@ private:
         node* task;
     };
 
+    // A task's recorded heap index is its position in its heap, with the heap's number in the top
+    // byte: 0 for the main heap, 1 + i for shard i of the far tier.
+    static constexpr int index_bits = std::numeric_limits<std::size_t>::digits - 8;
+    static constexpr std::size_t position_mask = (std::size_t(1) << index_bits) - 1;
+    static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
+    static constexpr std::size_t min_capacity = 64;
+
+    static std::size_t heap_number(std::size_t recorded) noexcept { return recorded >> index_bits; }
+
+    // One d-ary min-heap of entries that records each task's index in it (see above).
+    class heap
+    {
+    public:
+        explicit heap(std::size_t number) noexcept : tag_(number << index_bits) {}
+
+        std::size_t size() const noexcept { return entries_.size(); }
+        bool empty() const noexcept { return entries_.empty(); }
+        const entry& front() const noexcept { return entries_.front(); }
+        const entry& operator[](std::size_t i) const noexcept { return entries_[i]; }
+
+        // The position of `task` if this heap holds it (it may be in another heap or queue).
+        std::optional<std::size_t> find(const node& task) const noexcept
+        {
+            const std::size_t recorded = task.heap_index_.load(std::memory_order_relaxed);
+            const std::size_t i = recorded & position_mask;
+            if ((recorded & ~position_mask) != tag_ || i >= entries_.size() ||
+                entries_[i].task != &task)
+                return std::nullopt;
+            return i;
+        }
+
+        // Adds `task` with push order `seq`; returns its position. Throws std::bad_alloc, and then
+        // nothing changed.
+        std::size_t push(node& task, time_point due, std::uint64_t seq);
+        // Room for one more entry, so that the next push cannot throw (growing as pushes do).
+        void make_room()
+        {
+            if (entries_.size() == entries_.capacity())
+                entries_.reserve(std::max(min_capacity, 2 * entries_.capacity()));
+        }
+        // Gives the entry at `i` a new due time and push order; returns its position.
+        std::size_t move(std::size_t i, time_point due, std::uint64_t seq) noexcept;
+        node* pop_front() noexcept;
+        void remove_at(std::size_t i) noexcept;
+        // The due time of the entry after the front (one of its children), or max().
+        time_point second_due() const noexcept;
+        // The entry that comes out first of those that `skip` does not name; null if none.
+        const entry* first_except(const node* skip) const noexcept;
+        // Moves out every entry whose task `pred` holds for, in due order (see remove_if()).
+        template <class Predicate, class OutputIt>
+        std::size_t remove_if(Predicate& pred, OutputIt& out);
+        // Unqueues every task and releases the memory; returns how many there were.
+        std::size_t clear() noexcept;
+
+    private:
+        static bool earlier(const entry& a, const entry& b) noexcept
+        {
+            return a.due < b.due || (a.due == b.due && a.task->seq_ < b.task->seq_);
+        }
+
+        void place(std::size_t i, const entry& e) noexcept;
+        std::size_t sift_up(std::size_t i) noexcept;
+        std::size_t sift_down(std::size_t i) noexcept;
+        void rebuild() noexcept;
+        void release_spare_capacity() noexcept;
+        void check_invariants(std::size_t touched) const noexcept;
+
+        std::vector<entry, detail::heap_allocator<entry, arity>> entries_;
+        std::size_t tag_; // heap number << index_bits
+    };
+
+    // A heap of the far tier, with its own lock; on a cache line of its own.
+    struct alignas(64) shard
+    {
+        explicit shard(std::size_t number) : tasks(number) {}
+
+        detail::atomic_mutex mutex;
+        heap tasks;
+        std::uint64_t next_seq = 0; // push order within the shard
+    };
+
+    // Holds the lock of every shard, taken in order after the main lock.
+    class shards_lock
+    {
+    public:
+        explicit shards_lock(const basic_delayed_work_queue& queue) noexcept;
+        ~shards_lock();
+        shards_lock(const shards_lock&) = delete;
+        shards_lock& operator=(const shards_lock&) = delete;
+
+    private:
+        const basic_delayed_work_queue& queue_;
+    };
+
+    // What stands in the main heap for the far tier, due when its tasks must move.
+    class far_marker final : public node
+    {};
+
     // Wakes this queue's waiters when a notifying clock (manual_clock) moves.
     class clock_waker final : public detail::clock_listener
     {
@@ -310,14 +424,6 @@ private:
         void operator()() const noexcept { queue->wake_all(); }
     };
 
-    static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
-    static constexpr std::size_t min_capacity = 64;
-
-    static bool earlier(const entry& a, const entry& b) noexcept
-    {
-        return a.due < b.due || (a.due == b.due && a.task->seq_ < b.task->seq_);
-    }
-
     // time_point::max() is "never", even for a clock that has been advanced all the way.
     static bool is_due(time_point due, time_point now) noexcept
     {
@@ -331,6 +437,17 @@ private:
     // Under the lock: finds the head its leader (external or a waiting thread, woken if `wake`);
     // returns whether an external leader has it.
     bool elect(bool wake) noexcept;
+    // Under the lock: the head is new and earlier, so whoever leads sleeps too long.
+    void head_moved_earlier() noexcept
+    {
+        leader_ = nullptr;
+        elect(true);
+    }
+    // The external leader that waits for `e`, if any (never for the far marker).
+    external_leader* leader_of(const entry& e) const noexcept
+    {
+        return find_ && e.task != &marker_ ? find_(*e.task) : nullptr;
+    }
     // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
@@ -346,24 +463,35 @@ private:
     {
         return detail::saturating_add(wake_time(due), grace_);
     }
-    // The due time of the task after the head (the head's children hold it), or max().
-    time_point second_due() const noexcept;
     void wake_all() noexcept;
-
-    void place(std::size_t i, const entry& e) noexcept;
-    std::size_t sift_up(std::size_t i) noexcept;
-    std::size_t sift_down(std::size_t i) noexcept;
-    void rebuild() noexcept;
-    node* pop_head() noexcept;
     bool remove_locked(node& task) noexcept;
-    void remove_at(std::size_t i) noexcept;
-    void release_spare_capacity() noexcept;
-    void check_invariants(std::size_t touched) const noexcept;
+    // Under the lock: the queue holds no task (the far tier counts only once closed).
+    bool empty_locked() const noexcept;
+    std::size_t size_locked() const noexcept;
+
+    // The far tier.
+    // The shard for a task due at `due` pushed by this thread; null: the main heap.
+    shard* far_shard_for(node& task, time_point due) const noexcept;
+    // No far task is due before this: a bound, exact after each move.
+    time_point far_earliest() const noexcept
+    {
+        return time_point(duration(far_earliest_.load(std::memory_order_relaxed)));
+    }
+    // Under the lock and the shard's: adds `task` to `s`, moving the marker earlier if need be.
+    void push_far(shard& s, node& task, time_point due);
+    // Under the lock: moves every far task due by `limit` to the main heap, in due order, and
+    // puts the marker where the rest must move.
+    void move_far_tasks(time_point limit) noexcept;
+    // Under the lock, at `now`: moves the far tasks if the marker is due.
+    void move_far_tasks_if_due(time_point now) noexcept;
+    // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max().
+    void place_marker() noexcept;
+    // Under the lock: notes a clock reading for far_shard_for().
+    void note_now(time_point now) noexcept;
 
     mutable detail::atomic_mutex mutex_;
     std::condition_variable_any available_; // a new head, a leaving leader, a stop or a clock move
-    // invariant: heap_[i].task->heap_index_ == i
-    std::vector<entry, detail::heap_allocator<entry, arity>> heap_;
+    heap heap_{0};                          // the main heap
     std::uint64_t next_seq_ = 0;
     // The waiter sleeping until the head is due, if any; &external_ when that is external_.
     const void* leader_ = nullptr;
@@ -375,6 +503,21 @@ private:
     leader_finder find_ = nullptr;
     duration grace_{};
     duration slack_{};
+
+    std::vector<std::unique_ptr<shard>> shards_; // the far tier; none without one
+    duration far_horizon_{};
+    // Whether pushes may go to the far tier: written under every lock.
+    std::atomic<bool> far_open_{false};
+    // A bound on the far tasks' due times: lowered under the lock and a shard's, raised under
+    // every lock, read under any.
+    std::atomic<typename duration::rep> far_earliest_{duration::max().count()};
+    // A clock reading no later than now, so that pushes need not read the clock: refreshed
+    // (at most every quarter horizon) by whoever reads the clock under the lock to take tasks.
+    // A stale one sends more tasks to the far tier, never fewer; a task that should not have
+    // gone there moves back at once.
+    std::atomic<typename duration::rep> recent_now_{0};
+    far_marker marker_; // in the main heap whenever far_earliest_ is not max()
+
     [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>
         waker_;
 };

@@ -60,6 +60,16 @@ struct pool_options
     /// the same slack.
     std::chrono::nanoseconds timer_slack = std::chrono::microseconds(50);
 
+    /// Tasks due at least this far ahead wait in heaps of their own, one per group of scheduling
+    /// threads (delayed_work_queue's far tier), so that threads arming and cancelling timeouts
+    /// at once do not contend for one lock; a worker moves them to the shared queue half of this
+    /// or more before they are due (one wake-up for all that fall due in the next horizon). Tasks
+    /// still run in due order; two due at the same time and scheduled from different threads, both
+    /// this far ahead, run in either order. Zero: one queue for all. Negative:
+    /// std::invalid_argument. Tasks that an io_context waits for (a scheduler's waits and bound
+    /// ticks) always use the shared queue.
+    std::chrono::nanoseconds far_tier_horizon = std::chrono::milliseconds(50);
+
     /// Whether periodic tasks keep running after shutdown() (Java's default: false).
     bool continue_existing_periodic_tasks_after_shutdown = false;
 

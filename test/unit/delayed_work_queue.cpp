@@ -14,8 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/manual_clock_fixture.hpp"
-#include "support/test_task.hpp"
+#include "support/queue_fixture.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -27,23 +26,7 @@ namespace {
 using queue_type = sched::basic_delayed_work_queue<manual_clock>;
 using node = queue_type::node;
 
-struct queue_fixture : sched::test::manual_clock_fixture
-{
-    // Declared before the queue: tasks must outlive their stay in it, and a test may end with
-    // tasks still queued.
-    std::deque<test_task> storage;
-    queue_type queue;
-
-    test_task& make(int id) { return storage.emplace_back(id); }
-
-    std::vector<int> poll_all()
-    {
-        std::vector<int> ids;
-        while (node* n = queue.poll())
-            ids.push_back(id_of(n));
-        return ids;
-    }
-};
+using sched::test::queue_fixture;
 
 } // namespace
 

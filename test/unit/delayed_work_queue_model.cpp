@@ -84,6 +84,88 @@ struct model_fixture : sched::test::manual_clock_fixture
             queued[static_cast<std::size_t>(got)] = false;
         }
     }
+
+    void reschedule(int id, manual_clock::duration delay)
+    {
+        const auto i = static_cast<std::size_t>(id);
+        const auto due = manual_clock::now() + delay;
+        BOOST_TEST_REQUIRE(queue.reschedule(*tasks[i], due) == queued[i]);
+        if (queued[i]) // it comes after the tasks already queued for that time
+        {
+            model.erase(handles[i]);
+            handles[i] = model.push(model_entry{due, pushes++, id});
+        }
+    }
+
+    // A long random sequence of every operation, checked against the model throughout.
+    void run_random_operations()
+    {
+        std::mt19937_64 random(20261122); // fixed seed: a failure reproduces
+        std::uniform_int_distribution<int> pick_task(0, task_count - 1);
+        std::uniform_int_distribution<int> pick_op(0, 99);
+        // Few distinct delays, so that equal due times (FIFO) are common.
+        std::uniform_int_distribution<int> pick_delay(0, 40);
+        constexpr int operations = 200000;
+        int removes = 0, pops = 0, drains = 0;
+        for (int op = 0; op < operations; ++op)
+        {
+            const int kind = pick_op(random);
+            const int id = pick_task(random);
+            const auto i = static_cast<std::size_t>(id);
+            if (kind < 50)
+            {
+                if (!queued[i])
+                    push(id, std::chrono::milliseconds(pick_delay(random) * 50));
+            }
+            else if (kind < 75)
+            {
+                // remove(): true exactly for queued tasks.
+                BOOST_TEST_REQUIRE(queue.remove(*tasks[i]) == queued[i]);
+                if (queued[i])
+                {
+                    model.erase(handles[i]);
+                    queued[i] = false;
+                    ++removes;
+                }
+            }
+            else if (kind < 90)
+            {
+                manual_clock::advance(std::chrono::milliseconds(pick_delay(random)));
+                poll_due();
+                ++pops;
+            }
+            else if (kind < 97)
+            {
+                BOOST_TEST_REQUIRE(id_of(queue.peek()) == (model.empty() ? -1 : model.top().id));
+                BOOST_TEST_REQUIRE(queue.size() == model.size());
+            }
+            else
+            {
+                // drain(): the due prefix of the model, in order, at most 5.
+                manual_clock::advance(5ms);
+                std::vector<queue_type::node*> out;
+                queue.drain(std::back_inserter(out), 5);
+                for (queue_type::node* n : out)
+                {
+                    BOOST_TEST_REQUIRE(!model.empty());
+                    BOOST_TEST_REQUIRE(id_of(n) == model.top().id);
+                    BOOST_TEST_REQUIRE((model.top().due <= manual_clock::now()));
+                    model.pop();
+                    queued[static_cast<std::size_t>(id_of(n))] = false;
+                }
+                BOOST_TEST_REQUIRE(
+                    (out.size() == 5u || model.empty() || model.top().due > manual_clock::now()));
+                ++drains;
+            }
+        }
+        manual_clock::advance(1h);
+        poll_due();
+        BOOST_TEST(queue.empty());
+        BOOST_TEST(model.empty());
+        BOOST_TEST_MESSAGE(operations << " operations: " << removes << " removes, " << pops
+                                      << " poll rounds, " << drains << " drains");
+        BOOST_TEST(removes > 10000); // the mix really exercised remove()
+    }
 };
 
 } // namespace
@@ -92,71 +174,15 @@ BOOST_FIXTURE_TEST_SUITE(test_delayed_work_queue, model_fixture)
 
 BOOST_AUTO_TEST_CASE(random_operations_agree_with_a_boost_heap_model)
 {
-    std::mt19937_64 random(20261122); // fixed seed: a failure reproduces
-    std::uniform_int_distribution<int> pick_task(0, task_count - 1);
-    std::uniform_int_distribution<int> pick_op(0, 99);
-    // Few distinct delays, so that equal due times (FIFO) are common.
-    std::uniform_int_distribution<int> pick_delay(0, 40);
-    constexpr int operations = 200000;
-    int removes = 0, pops = 0, drains = 0;
-    for (int op = 0; op < operations; ++op)
-    {
-        const int kind = pick_op(random);
-        const int id = pick_task(random);
-        const auto i = static_cast<std::size_t>(id);
-        if (kind < 50)
-        {
-            if (!queued[i])
-                push(id, std::chrono::milliseconds(pick_delay(random) * 50));
-        }
-        else if (kind < 75)
-        {
-            // remove(): true exactly for queued tasks.
-            BOOST_TEST_REQUIRE(queue.remove(*tasks[i]) == queued[i]);
-            if (queued[i])
-            {
-                model.erase(handles[i]);
-                queued[i] = false;
-                ++removes;
-            }
-        }
-        else if (kind < 90)
-        {
-            manual_clock::advance(std::chrono::milliseconds(pick_delay(random)));
-            poll_due();
-            ++pops;
-        }
-        else if (kind < 97)
-        {
-            BOOST_TEST_REQUIRE(id_of(queue.peek()) == (model.empty() ? -1 : model.top().id));
-            BOOST_TEST_REQUIRE(queue.size() == model.size());
-        }
-        else
-        {
-            // drain(): the due prefix of the model, in order, at most 5.
-            manual_clock::advance(5ms);
-            std::vector<queue_type::node*> out;
-            queue.drain(std::back_inserter(out), 5);
-            for (queue_type::node* n : out)
-            {
-                BOOST_TEST_REQUIRE(!model.empty());
-                BOOST_TEST_REQUIRE(id_of(n) == model.top().id);
-                BOOST_TEST_REQUIRE((model.top().due <= manual_clock::now()));
-                model.pop();
-                queued[static_cast<std::size_t>(id_of(n))] = false;
-            }
-            BOOST_TEST_REQUIRE(
-                (out.size() == 5u || model.empty() || model.top().due > manual_clock::now()));
-            ++drains;
-        }
-    }
-    manual_clock::advance(1h);
-    poll_due();
-    BOOST_TEST(queue.empty());
-    BOOST_TEST(model.empty());
-    BOOST_TEST_MESSAGE(operations << " operations: " << removes << " removes, " << pops
-                                  << " poll rounds, " << drains << " drains");
-    BOOST_TEST(removes > 10000); // the mix really exercised remove()
+    run_random_operations();
+}
+
+// Most pushes go to the far tier (one shard: a single thread pushes), and its tasks move while
+// others are pushed, removed, rescheduled and taken around them.
+BOOST_AUTO_TEST_CASE(random_operations_agree_with_a_boost_heap_model_with_a_far_tier)
+{
+    queue.set_far_tier(300ms, 3);
+    run_random_operations();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

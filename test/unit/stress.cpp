@@ -10,18 +10,39 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
 
-BOOST_AUTO_TEST_SUITE(test_stress)
+namespace {
 
-BOOST_AUTO_TEST_CASE(one_shot_tasks_run_once_or_are_cancelled, *boost::unit_test::timeout(600))
+sched::pool_options pool_of(std::size_t threads)
+{
+    sched::pool_options options;
+    options.threads = threads;
+    return options;
+}
+
+// A pool whose far tier takes tasks due 1 ms or more ahead, so that tasks due
+// within a few milliseconds cross it: they go to the producers' shards and move back as they
+// fall due, while the producers push and cancel around them.
+sched::pool_options with_a_short_far_tier(std::size_t threads)
+{
+    sched::pool_options options = pool_of(threads);
+    options.far_tier_horizon = 1ms;
+    return options;
+}
+
+// Two producers schedule one-shot tasks due within `max_delay` and cancel every third: each runs
+// exactly once, or its future says it was cancelled.
+void check_one_shot_tasks_run_once_or_are_cancelled(const sched::pool_options& options,
+                                                    std::chrono::microseconds max_delay)
 {
     constexpr int producers = 2;
     constexpr int per_producer = 25000;
     constexpr int total = producers * per_producer;
-    sched::scheduled_thread_pool pool(4);
+    sched::scheduled_thread_pool pool(options);
     std::vector<std::atomic<int>> runs(total);
     std::vector<sched::scheduled_future<int>> futures(total);
     std::vector<char> cancelled(total, 0);
@@ -30,7 +51,7 @@ BOOST_AUTO_TEST_CASE(one_shot_tasks_run_once_or_are_cancelled, *boost::unit_test
     {
         threads.emplace_back([&, p] {
             std::mt19937 random(static_cast<unsigned>(p));
-            std::uniform_int_distribution<int> delay_us(0, 2000);
+            std::uniform_int_distribution<int> delay_us(0, static_cast<int>(max_delay.count()));
             for (int i = 0; i < per_producer; ++i)
             {
                 const int id = p * per_producer + i;
@@ -71,6 +92,85 @@ BOOST_AUTO_TEST_CASE(one_shot_tasks_run_once_or_are_cancelled, *boost::unit_test
     pool.shutdown();
     BOOST_TEST(pool.await_termination(60s));
     BOOST_TEST(pool.queue().empty());
+}
+
+// Two producers schedule tasks due within `max_delay` while the pool shuts down, and cancel every
+// seventh: every accepted task that was not cancelled runs exactly once (delayed tasks survive
+// shutdown by default), a cancelled one at most once (a cancel that races with its start lets it
+// finish, as Java's does), and the pool terminates, also when a cancel takes its last task.
+void check_tasks_scheduled_while_the_pool_shuts_down(const sched::pool_options& options,
+                                                     int max_delay_us)
+{
+    constexpr int per_producer = 2000;
+    for (int round = 0; round < 20; ++round)
+    {
+        auto pool = std::make_unique<sched::scheduled_thread_pool>(options);
+        std::vector<std::atomic<int>> runs(2 * per_producer);
+        std::atomic<int> rejected{0};
+        std::vector<std::vector<std::pair<int, sched::scheduled_future<void>>>> accepted(2);
+        std::vector<std::thread> producers;
+        for (int p = 0; p < 2; ++p)
+        {
+            producers.emplace_back([&, p] {
+                for (int i = 0; i < per_producer; ++i)
+                {
+                    const int id = p * per_producer + i;
+                    try
+                    {
+                        auto& list = accepted[static_cast<std::size_t>(p)];
+                        list.emplace_back(
+                            id,
+                            pool->schedule(std::chrono::microseconds(i * 7919 % (max_delay_us + 1)),
+                                           [&runs, id] { runs[static_cast<std::size_t>(id)]++; }));
+                        if (i % 7 == 0)
+                            list.back().second.cancel();
+                    }
+                    catch (const sched::rejected_execution&)
+                    {
+                        ++rejected;
+                    }
+                }
+            });
+        }
+        std::this_thread::yield();
+        pool->shutdown();
+        for (auto& t : producers)
+            t.join();
+        BOOST_TEST_REQUIRE(pool->await_termination(60s));
+        int accepted_count = 0;
+        for (auto& list : accepted)
+        {
+            for (auto& [id, f] : list)
+            {
+                BOOST_TEST_REQUIRE(f.is_done());
+                const int ran = runs[static_cast<std::size_t>(id)].load();
+                if (f.is_cancelled())
+                    BOOST_TEST_REQUIRE(ran <= 1);
+                else
+                {
+                    f.get();
+                    BOOST_TEST_REQUIRE(ran == 1);
+                }
+                ++accepted_count;
+            }
+        }
+        BOOST_TEST_REQUIRE(accepted_count + rejected.load() == 2 * per_producer);
+    }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_stress)
+
+BOOST_AUTO_TEST_CASE(one_shot_tasks_run_once_or_are_cancelled, *boost::unit_test::timeout(600))
+{
+    check_one_shot_tasks_run_once_or_are_cancelled(pool_of(4), 2000us);
+}
+
+BOOST_AUTO_TEST_CASE(one_shot_tasks_crossing_the_far_tier_run_once_or_are_cancelled,
+                     *boost::unit_test::timeout(600))
+{
+    check_one_shot_tasks_run_once_or_are_cancelled(with_a_short_far_tier(4), 5000us);
 }
 
 BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_overlap,
@@ -129,49 +229,13 @@ BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_
 BOOST_AUTO_TEST_CASE(tasks_scheduled_while_the_pool_shuts_down_run_or_are_rejected,
                      *boost::unit_test::timeout(600))
 {
-    for (int round = 0; round < 20; ++round)
-    {
-        auto pool = std::make_unique<sched::scheduled_thread_pool>(2);
-        std::atomic<int> runs{0};
-        std::atomic<int> rejected{0};
-        std::vector<std::vector<sched::scheduled_future<void>>> accepted(2);
-        std::vector<std::thread> producers;
-        for (int p = 0; p < 2; ++p)
-        {
-            producers.emplace_back([&, p] {
-                for (int i = 0; i < 2000; ++i)
-                {
-                    try
-                    {
-                        accepted[static_cast<std::size_t>(p)].push_back(
-                            pool->schedule(std::chrono::microseconds(i % 50), [&] { ++runs; }));
-                    }
-                    catch (const sched::rejected_execution&)
-                    {
-                        ++rejected;
-                    }
-                }
-            });
-        }
-        std::this_thread::yield();
-        pool->shutdown();
-        for (auto& t : producers)
-            t.join();
-        // Every accepted task runs: delayed tasks survive shutdown by default.
-        BOOST_TEST_REQUIRE(pool->await_termination(60s));
-        int accepted_count = 0;
-        for (auto& list : accepted)
-        {
-            for (auto& f : list)
-            {
-                BOOST_TEST_REQUIRE(f.is_done());
-                f.get();
-                ++accepted_count;
-            }
-        }
-        BOOST_TEST_REQUIRE(accepted_count == runs.load());
-        BOOST_TEST_REQUIRE(accepted_count + rejected.load() == 4000);
-    }
+    check_tasks_scheduled_while_the_pool_shuts_down(pool_of(2), 49);
+}
+
+BOOST_AUTO_TEST_CASE(tasks_crossing_the_far_tier_while_the_pool_shuts_down_run_or_are_rejected,
+                     *boost::unit_test::timeout(600))
+{
+    check_tasks_scheduled_while_the_pool_shuts_down(with_a_short_far_tier(2), 5000);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -43,35 +43,108 @@ template <class Clock>
 std::size_t basic_delayed_work_queue<Clock>::size() const
 {
     std::lock_guard lock(mutex_);
-    return heap_.size();
+    const shards_lock far(*this);
+    return size_locked();
 }
 
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::empty() const
 {
-    std::lock_guard lock(mutex_);
-    return heap_.empty();
+    return size() == 0;
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::size_locked() const noexcept
+{
+    std::size_t n = heap_.size() - (heap_.find(marker_) ? 1 : 0);
+    for (const std::unique_ptr<shard>& s : shards_)
+        n += s->tasks.size();
+    return n;
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::empty_locked() const noexcept
+{
+    if (far_open_.load(std::memory_order_relaxed))
+        return false;
+    // Closed, the shards change only under the main lock too.
+    return size_locked() == 0;
 }
 
 template <class Clock>
 auto basic_delayed_work_queue<Clock>::peek() -> node*
 {
-    std::lock_guard lock(mutex_);
-    return heap_.empty() ? nullptr : heap_.front().task;
+    return const_cast<node*>(std::as_const(*this).peek());
 }
 
 template <class Clock>
 auto basic_delayed_work_queue<Clock>::peek() const -> const node*
 {
     std::lock_guard lock(mutex_);
-    return heap_.empty() ? nullptr : heap_.front().task;
+    const shards_lock far(*this);
+    const entry* first = heap_.first_except(&marker_);
+    for (const std::unique_ptr<shard>& s : shards_)
+    {
+        // A far task due with a main one came later (a push moves the far ones first).
+        if (!s->tasks.empty() && (!first || s->tasks.front().due < first->due))
+            first = &s->tasks.front();
+    }
+    return first ? first->task : nullptr;
 }
 
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
+    if (shard* s = far_shard_for(task, due))
+    {
+        std::lock_guard shard_lock(s->mutex);
+        if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
+        {
+            push_far(*s, task, due);
+            return false;
+        }
+    }
     std::lock_guard lock(mutex_);
     return push_locked(task, due);
+}
+
+template <class Clock>
+template <class Predicate>
+bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predicate allowed)
+{
+    // The common far push takes its shard's lock only; one that would move the marker takes the
+    // main lock first.
+    if (shard* s = far_shard_for(task, due))
+    {
+        std::lock_guard shard_lock(s->mutex);
+        if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
+        {
+            if (!allowed())
+                return false;
+            push_far(*s, task, due);
+            return true;
+        }
+    }
+    std::lock_guard lock(mutex_);
+    if (!allowed())
+        return false;
+    (void)push_locked(task, due);
+    return true;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::far_shard_for(node& task, time_point due) const noexcept
+    -> shard*
+{
+    if (!far_open_.load(std::memory_order_relaxed))
+        return nullptr;
+    const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
+    if (due < detail::saturating_add(recent, far_horizon_) || (find_ && find_(task)))
+        return nullptr;
+    // Threads spread over the shards in the order they first push; one thread keeps its shard.
+    static std::atomic<std::size_t> threads_seen{0};
+    thread_local const std::size_t thread_number = threads_seen.fetch_add(1);
+    return shards_[thread_number % shards_.size()].get();
 }
 
 template <class Clock>
@@ -79,17 +152,179 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    heap_.push_back(entry{due, &task}); // first: if it throws, nothing has changed
-    task.seq_ = next_seq_++;
-    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-    const std::size_t at = sift_up(heap_.size() - 1);
-    check_invariants(at);
-    if (at != 0)
+    if (shard* s = far_shard_for(task, due))
+    {
+        // Room for the marker first: once it holds far tasks, it is in the main heap.
+        heap_.make_room();
+        std::lock_guard shard_lock(s->mutex);
+        push_far(*s, task, due);
+        return false;
+    }
+    if (!shards_.empty() && due >= far_earliest())
+    {
+        // Far tasks due by then were pushed earlier: they move first, to come out first. So do
+        // the others that a push could pass, so that the next push need not move them.
+        const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
+        move_far_tasks(std::max(due, detail::saturating_add(recent, far_horizon_)));
+    }
+    if (heap_.push(task, due, next_seq_++) != 0)
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
-    leader_ = nullptr;
-    elect(true);
+    head_moved_earlier();
     return true;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
+{
+    if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
+        throw std::invalid_argument("delayed_work_queue::push: task is already queued");
+    (void)s.tasks.push(task, due, s.next_seq++);
+    if (due < far_earliest())
+    {
+        // Only from push_locked(), under the main lock (the marker may need room: see there).
+        far_earliest_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+        place_marker();
+    }
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::place_marker() noexcept
+{
+    const time_point earliest = far_earliest();
+    const std::optional<std::size_t> at = heap_.find(marker_);
+    if (earliest == time_point::max())
+    {
+        if (at)
+            heap_.remove_at(*at);
+        return;
+    }
+    const duration lead = far_horizon_ / 2;
+    const time_point due =
+        earliest.time_since_epoch() < duration::min() + lead ? time_point::min() : earliest - lead;
+    std::size_t now_at;
+    if (at)
+    {
+        if (heap_[*at].due == due)
+            return;
+        now_at = heap_.move(*at, due, next_seq_++);
+    }
+    else
+        now_at = heap_.push(marker_, due, next_seq_++); // cannot throw: see push_locked()
+    if (now_at == 0)
+        head_moved_earlier();
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit) noexcept
+{
+    const shards_lock far(*this);
+    for (;;)
+    {
+        // The shard whose first task comes out first; between shards, equal due times go in
+        // shard order.
+        shard* from = nullptr;
+        for (const std::unique_ptr<shard>& s : shards_)
+        {
+            if (!s->tasks.empty() && s->tasks.front().due <= limit &&
+                (!from || s->tasks.front().due < from->tasks.front().due))
+                from = s.get();
+        }
+        if (!from)
+            break;
+        try
+        {
+            heap_.make_room();
+        }
+        catch (const std::bad_alloc&)
+        {
+            break; // the rest stay: the marker comes due again at once
+        }
+        const time_point due = from->tasks.front().due;
+        node* const task = from->tasks.pop_front();
+        (void)heap_.push(*task, due, next_seq_++);
+    }
+    time_point earliest = time_point::max();
+    for (const std::unique_ptr<shard>& s : shards_)
+    {
+        if (!s->tasks.empty())
+            earliest = std::min(earliest, s->tasks.front().due);
+    }
+    far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
+    const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
+    place_marker();
+    if (head_was_marker && heap_.front().task != &marker_)
+        head_moved_earlier(); // a moved task is the head now: its leader must know
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::move_far_tasks_if_due(time_point now) noexcept
+{
+    if (!heap_.empty() && heap_.front().task == &marker_ && is_due(heap_.front().due, now))
+        move_far_tasks(detail::saturating_add(now, far_horizon_));
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::note_now(time_point now) noexcept
+{
+    if (shards_.empty())
+        return;
+    const typename duration::rep recent = recent_now_.load(std::memory_order_relaxed);
+    if (now.time_since_epoch().count() - recent >= (far_horizon_ / 4).count())
+        recent_now_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::set_far_tier(duration horizon, std::size_t shards)
+{
+    if (horizon < duration::zero())
+        throw std::invalid_argument("delayed_work_queue::set_far_tier: negative horizon");
+    if (shards > max_far_shards)
+        throw std::invalid_argument("delayed_work_queue::set_far_tier: too many shards");
+    if (horizon == duration::zero() || shards == 0)
+        return;
+    std::vector<std::unique_ptr<shard>> made;
+    made.reserve(shards);
+    for (std::size_t i = 0; i < shards; ++i)
+        made.push_back(std::make_unique<shard>(i + 1));
+    std::lock_guard lock(mutex_);
+    shards_ = std::move(made);
+    far_horizon_ = horizon;
+    recent_now_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    far_open_.store(true, std::memory_order_relaxed);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::close_far_tier() noexcept
+{
+    std::lock_guard lock(mutex_);
+    const shards_lock far(*this);
+    far_open_.store(false, std::memory_order_relaxed);
+}
+
+template <class Clock>
+basic_delayed_work_queue<Clock>::shards_lock::shards_lock(
+    const basic_delayed_work_queue& queue) noexcept
+    : queue_(queue)
+{
+    for (const std::unique_ptr<shard>& s : queue_.shards_)
+        s->mutex.lock();
+}
+
+template <class Clock>
+basic_delayed_work_queue<Clock>::shards_lock::~shards_lock()
+{
+    for (const std::unique_ptr<shard>& s : queue_.shards_)
+        s->mutex.unlock();
+}
+
+template <class Clock>
+template <class F>
+bool basic_delayed_work_queue<Clock>::if_empty(F f)
+{
+    std::lock_guard lock(mutex_);
+    const shards_lock far(*this);
+    return size_locked() == 0 && f();
 }
 
 template <class Clock>
@@ -102,9 +337,12 @@ template <class Clock>
 auto basic_delayed_work_queue<Clock>::poll() -> node*
 {
     std::lock_guard lock(mutex_);
-    if (heap_.empty() || !is_due(heap_.front().due, Clock::now()))
+    const time_point now = Clock::now();
+    note_now(now);
+    move_far_tasks_if_due(now);
+    if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
         return nullptr;
-    return pop_head();
+    return heap_.pop_front();
 }
 
 template <class Clock>
@@ -116,8 +354,54 @@ auto basic_delayed_work_queue<Clock>::poll_until(time_point deadline, std::stop_
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::remove(node& task) noexcept
 {
+    return remove(task, [](bool) noexcept {});
+}
+
+template <class Clock>
+template <class OnRemove>
+bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noexcept
+{
+    // A far task while the tier is open: under its shard's lock only.
+    const std::size_t recorded = task.heap_index_.load(std::memory_order_relaxed);
+    const std::size_t number = heap_number(recorded);
+    if (recorded != not_queued && number != 0)
+    {
+        if (number > shards_.size())
+            return false; // queued elsewhere
+        shard& s = *shards_[number - 1];
+        std::lock_guard shard_lock(s.mutex);
+        if (far_open_.load(std::memory_order_relaxed))
+        {
+            if (const std::optional<std::size_t> at = s.tasks.find(task))
+            {
+                s.tasks.remove_at(*at); // the marker may now be early: harmless
+                on_remove(false);
+                return true;
+            }
+        }
+    }
+    // Otherwise under the main lock: the task may have moved to the main heap meanwhile, or be
+    // on its way into a shard (every shard's lock then waits for that), or the tier is closed.
     std::lock_guard lock(mutex_);
-    return remove_locked(task);
+    if (remove_locked(task))
+    {
+        on_remove(empty_locked());
+        return true;
+    }
+    if (shards_.empty() || heap_number(task.heap_index_.load(std::memory_order_relaxed)) == 0)
+        return false;
+    const shards_lock far(*this);
+    const std::size_t now_recorded = task.heap_index_.load(std::memory_order_relaxed);
+    const std::size_t now_number = heap_number(now_recorded);
+    if (now_recorded == not_queued || now_number == 0 || now_number > shards_.size())
+        return false;
+    heap& tasks = shards_[now_number - 1]->tasks;
+    const std::optional<std::size_t> at = tasks.find(task);
+    if (!at)
+        return false;
+    tasks.remove_at(*at);
+    on_remove(!far_open_.load(std::memory_order_relaxed) && size_locked() == 0);
+    return true;
 }
 
 template <class Clock>
@@ -127,9 +411,9 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader, OnTake o
 {
     std::lock_guard lock(mutex_);
     if (!heap_.empty() && is_due(heap_.front().due, Clock::now()) &&
-        find_(*heap_.front().task) == &leader)
+        leader_of(heap_.front()) == &leader)
     {
-        node* const taken = pop_head();
+        node* const taken = heap_.pop_front();
         on_take(*taken);
         return taken;
     }
@@ -155,21 +439,10 @@ void basic_delayed_work_queue<Clock>::dismiss(external_leader& leader, F f) noex
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::second_due() const noexcept -> time_point
-{
-    time_point due = time_point::max();
-    const std::size_t last = std::min(heap_.size(), arity + 1);
-    for (std::size_t i = 1; i < last; ++i)
-        due = std::min(due, heap_[i].due);
-    return due;
-}
-
-template <class Clock>
 bool basic_delayed_work_queue<Clock>::left_to_leader(time_point now) const noexcept
 {
     const entry& head = heap_.front();
-    return leader_ == &external_ && find_(*head.task) == external_ &&
-           now < leader_deadline(head.due);
+    return leader_ == &external_ && leader_of(head) == external_ && now < leader_deadline(head.due);
 }
 
 template <class Clock>
@@ -180,7 +453,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     if (find_ && !heap_.empty() && heap_.front().due != time_point::max())
     {
         due = wake_time(heap_.front().due);
-        want = find_(*heap_.front().task);
+        want = leader_of(heap_.front());
     }
     // One that wakes in time already leads: waking early, it finds nothing and is elected again.
     external_leader* const was = external_;
@@ -190,7 +463,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
         return true;
     }
     external_ = nullptr;
-    const bool led = want && want->lead_until(due, wake_time(second_due()));
+    const bool led = want && want->lead_until(due, wake_time(heap_.second_due()));
     if (was && (was != want || !led))
         was->step_down();
     if (led)
@@ -213,13 +486,13 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::remove_locked(node& task) noexcept
 {
-    const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
-    if (i >= heap_.size() || heap_[i].task != &task) // not queued, or queued elsewhere
+    const std::optional<std::size_t> i = heap_.find(task);
+    if (!i || &task == &marker_)
         return false;
-    remove_at(i);
+    heap_.remove_at(*i);
     // A thread that leads wakes early, once, and sleeps again; an external leader must know, or
     // its io_context would wait for it with no task left to take.
-    if (i == 0 && external_)
+    if (*i == 0 && external_)
         elect(true);
     return true;
 }
@@ -228,26 +501,44 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noexcept
 {
     std::lock_guard lock(mutex_);
-    const std::size_t i = task.heap_index_.load(std::memory_order_relaxed);
-    if (i >= heap_.size() || heap_[i].task != &task)
-        return false;
-    const time_point was = heap_[i].due;
-    heap_[i].due = due;
-    task.seq_ = next_seq_++;
-    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-    std::size_t at = sift_down(i);
-    if (at == i)
-        at = sift_up(i);
-    check_invariants(at);
-    if (at == 0 && due < was)
+    std::optional<std::size_t> i = heap_.find(task);
+    if (i && &task != &marker_)
     {
-        // An earlier head: the leader sleeps until a time that is now too late. (A later head
-        // needs nobody woken: the leader wakes early, once, and sleeps again.)
-        leader_ = nullptr;
-        elect(true);
+        if (!shards_.empty() && due >= far_earliest())
+        {
+            // Far tasks due by then were pushed earlier: they move first, to come out first.
+            const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
+            move_far_tasks(std::max(due, detail::saturating_add(recent, far_horizon_)));
+            i = heap_.find(task);
+        }
+        const time_point was = heap_[*i].due;
+        const std::size_t at = heap_.move(*i, due, next_seq_++);
+        if (at == 0 && due < was)
+        {
+            // An earlier head: the leader sleeps until a time that is now too late. (A later head
+            // needs nobody woken: the leader wakes early, once, and sleeps again.)
+            head_moved_earlier();
+        }
+        else if (*i == 0 && external_)
+            elect(true); // a later head, perhaps another's
+        return true;
     }
-    else if (i == 0 && external_)
-        elect(true); // a later head, perhaps another's
+    // A far task moves within its shard, and the marker earlier if need be: it then moves to the
+    // main heap when it must.
+    const std::size_t number = heap_number(task.heap_index_.load(std::memory_order_relaxed));
+    if (number == 0 || number > shards_.size())
+        return false;
+    shard& s = *shards_[number - 1];
+    std::lock_guard shard_lock(s.mutex);
+    const std::optional<std::size_t> at = s.tasks.find(task);
+    if (!at)
+        return false;
+    (void)s.tasks.move(*at, due, s.next_seq++);
+    if (due < far_earliest())
+    {
+        far_earliest_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+        place_marker(); // it is queued: it moves
+    }
     return true;
 }
 
@@ -257,12 +548,16 @@ std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max
 {
     std::lock_guard lock(mutex_);
     const time_point now = Clock::now();
+    note_now(now);
     std::size_t moved = 0;
-    while (moved < max_tasks && !heap_.empty() && is_due(heap_.front().due, now))
+    while (moved < max_tasks)
     {
+        move_far_tasks_if_due(now); // the marker may come to the front on the way
+        if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
+            break;
         *out = heap_.front().task; // first: if it throws, the task stays queued
         ++out;
-        pop_head();
+        heap_.pop_front();
         ++moved;
     }
     return moved;
@@ -273,57 +568,31 @@ template <class Predicate, class OutputIt>
 std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt out)
 {
     std::lock_guard lock(mutex_);
-    // Partition: kept entries to the front, matching ones to the back. If pred throws, the array
-    // still holds every entry, and rebuilding restores the heap.
-    const std::size_t n = heap_.size();
-    std::size_t kept = 0;
-    try
+    if (!shards_.empty())
     {
-        for (std::size_t i = 0; i < n; ++i)
-        {
-            if (!pred(*heap_[i].task))
-                std::swap(heap_[kept++], heap_[i]);
-        }
+        // Every far task to the main heap first, so that they come out in order with the rest.
+        move_far_tasks(time_point::max());
+        if (heap_.find(marker_)) // out of memory: some far tasks could not move
+            throw std::bad_alloc();
     }
-    catch (...)
-    {
-        rebuild();
-        throw;
-    }
-    // Hand the matching ones out in queue order. If writing throws, the rest stay queued.
-    std::sort(heap_.begin() + static_cast<std::ptrdiff_t>(kept), heap_.end(), earlier);
-    std::size_t written = kept;
-    try
-    {
-        for (; written < n; ++written)
-        {
-            *out = heap_[written].task;
-            ++out;
-            heap_[written].task->heap_index_.store(not_queued, std::memory_order_relaxed);
-        }
-    }
-    catch (...)
-    {
-        heap_.erase(heap_.begin() + static_cast<std::ptrdiff_t>(kept),
-                    heap_.begin() + static_cast<std::ptrdiff_t>(written));
-        rebuild();
-        throw;
-    }
-    heap_.resize(kept);
-    rebuild(); // removing tasks can only make the head later: no waiter needs waking...
+    const std::size_t removed = heap_.remove_if(pred, out);
+    // Removing tasks can only make the head later: no waiter needs waking, but an external
+    // leader must know (see remove_locked()).
     if (external_)
-        elect(true); // ...but an external leader must know (see remove_locked())
-    return n - kept;
+        elect(true);
+    return removed;
 }
 
 template <class Clock>
 std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
 {
     std::lock_guard lock(mutex_);
-    for (entry& e : heap_)
-        e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
-    const std::size_t cleared = heap_.size();
-    decltype(heap_)().swap(heap_);
+    const shards_lock far(*this);
+    const bool marked = heap_.find(marker_).has_value();
+    std::size_t cleared = heap_.clear() - (marked ? 1 : 0);
+    for (const std::unique_ptr<shard>& s : shards_)
+        cleared += s->tasks.clear();
+    far_earliest_.store(duration::max().count(), std::memory_order_relaxed);
     if (external_)
         elect(true);
     return cleared;
@@ -346,9 +615,12 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         if (stop.stop_requested())
             break;
         const time_point now = Clock::now();
-        if (!heap_.empty() && is_due(heap_.front().due, now) && !left_to_leader(now))
+        note_now(now);
+        move_far_tasks_if_due(now);
+        if (!heap_.empty() && is_due(heap_.front().due, now) && heap_.front().task != &marker_ &&
+            !left_to_leader(now))
         {
-            taken = pop_head();
+            taken = heap_.pop_front();
             on_take(*taken);
             break;
         }
@@ -419,23 +691,136 @@ void basic_delayed_work_queue<Clock>::wake_all() noexcept
     available_.notify_all();
 }
 
+// ----- heap -----
+
 template <class Clock>
-void basic_delayed_work_queue<Clock>::place(std::size_t i, const entry& e) noexcept
+std::size_t
+basic_delayed_work_queue<Clock>::heap::push(node& task, time_point due, std::uint64_t seq)
 {
-    heap_[i] = e;
-    e.task->heap_index_.store(i, std::memory_order_relaxed);
+    entries_.push_back(entry{due, &task}); // first: if it throws, nothing has changed
+    task.seq_ = seq;
+    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    const std::size_t at = sift_up(entries_.size() - 1);
+    check_invariants(at);
+    return at;
 }
 
 template <class Clock>
-std::size_t basic_delayed_work_queue<Clock>::sift_up(std::size_t i) noexcept
+std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i,
+                                                        time_point due,
+                                                        std::uint64_t seq) noexcept
 {
-    const entry moving = heap_[i];
+    entries_[i].due = due;
+    entries_[i].task->seq_ = seq;
+    entries_[i].task->due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    std::size_t at = sift_down(i);
+    if (at == i)
+        at = sift_up(i);
+    check_invariants(at);
+    return at;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::heap::second_due() const noexcept -> time_point
+{
+    time_point due = time_point::max();
+    const std::size_t last = std::min(entries_.size(), arity + 1);
+    for (std::size_t i = 1; i < last; ++i)
+        due = std::min(due, entries_[i].due);
+    return due;
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::heap::first_except(const node* skip) const noexcept
+    -> const entry*
+{
+    if (entries_.empty())
+        return nullptr;
+    if (entries_.front().task != skip)
+        return &entries_.front();
+    // The next one is among the front's children.
+    const entry* best = nullptr;
+    const std::size_t last = std::min(entries_.size(), arity + 1);
+    for (std::size_t i = 1; i < last; ++i)
+    {
+        if (!best || earlier(entries_[i], *best))
+            best = &entries_[i];
+    }
+    return best;
+}
+
+template <class Clock>
+template <class Predicate, class OutputIt>
+std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, OutputIt& out)
+{
+    // Partition: kept entries to the front, matching ones to the back. If pred throws, the array
+    // still holds every entry, and rebuilding restores the heap.
+    const std::size_t n = entries_.size();
+    std::size_t kept = 0;
+    try
+    {
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            if (!pred(*entries_[i].task))
+                std::swap(entries_[kept++], entries_[i]);
+        }
+    }
+    catch (...)
+    {
+        rebuild();
+        throw;
+    }
+    // Hand the matching ones out in queue order. If writing throws, the rest stay queued.
+    std::sort(entries_.begin() + static_cast<std::ptrdiff_t>(kept), entries_.end(), earlier);
+    std::size_t written = kept;
+    try
+    {
+        for (; written < n; ++written)
+        {
+            *out = entries_[written].task;
+            ++out;
+            entries_[written].task->heap_index_.store(not_queued, std::memory_order_relaxed);
+        }
+    }
+    catch (...)
+    {
+        entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(kept),
+                       entries_.begin() + static_cast<std::ptrdiff_t>(written));
+        rebuild();
+        throw;
+    }
+    entries_.resize(kept);
+    rebuild();
+    return n - kept;
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::heap::clear() noexcept
+{
+    for (entry& e : entries_)
+        e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
+    const std::size_t cleared = entries_.size();
+    decltype(entries_)().swap(entries_);
+    return cleared;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::heap::place(std::size_t i, const entry& e) noexcept
+{
+    entries_[i] = e;
+    e.task->heap_index_.store(tag_ | i, std::memory_order_relaxed);
+}
+
+template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::heap::sift_up(std::size_t i) noexcept
+{
+    const entry moving = entries_[i];
     while (i > 0)
     {
         const std::size_t parent = (i - 1) / arity;
-        if (!earlier(moving, heap_[parent]))
+        if (!earlier(moving, entries_[parent]))
             break;
-        place(i, heap_[parent]);
+        place(i, entries_[parent]);
         i = parent;
     }
     place(i, moving);
@@ -443,10 +828,10 @@ std::size_t basic_delayed_work_queue<Clock>::sift_up(std::size_t i) noexcept
 }
 
 template <class Clock>
-std::size_t basic_delayed_work_queue<Clock>::sift_down(std::size_t i) noexcept
+std::size_t basic_delayed_work_queue<Clock>::heap::sift_down(std::size_t i) noexcept
 {
-    const entry moving = heap_[i];
-    const std::size_t n = heap_.size();
+    const entry moving = entries_[i];
+    const std::size_t n = entries_.size();
     for (;;)
     {
         const std::size_t first = arity * i + 1;
@@ -456,12 +841,12 @@ std::size_t basic_delayed_work_queue<Clock>::sift_down(std::size_t i) noexcept
         std::size_t best = first;
         for (std::size_t c = first + 1; c < last; ++c)
         {
-            if (earlier(heap_[c], heap_[best]))
+            if (earlier(entries_[c], entries_[best]))
                 best = c;
         }
-        if (!earlier(heap_[best], moving))
+        if (!earlier(entries_[best], moving))
             break;
-        place(i, heap_[best]);
+        place(i, entries_[best]);
         i = best;
     }
     place(i, moving);
@@ -469,13 +854,13 @@ std::size_t basic_delayed_work_queue<Clock>::sift_down(std::size_t i) noexcept
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::rebuild() noexcept
+void basic_delayed_work_queue<Clock>::heap::rebuild() noexcept
 {
-    for (std::size_t i = 0; i < heap_.size(); ++i)
-        heap_[i].task->heap_index_.store(i, std::memory_order_relaxed);
-    if (heap_.size() > 1)
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+        entries_[i].task->heap_index_.store(tag_ | i, std::memory_order_relaxed);
+    if (entries_.size() > 1)
     {
-        for (std::size_t i = (heap_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
+        for (std::size_t i = (entries_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
             sift_down(i);
     }
     release_spare_capacity();
@@ -483,21 +868,21 @@ void basic_delayed_work_queue<Clock>::rebuild() noexcept
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::pop_head() noexcept -> node*
+auto basic_delayed_work_queue<Clock>::heap::pop_front() noexcept -> node*
 {
-    node* const head = heap_.front().task;
+    node* const first = entries_.front().task;
     remove_at(0);
-    return head;
+    return first;
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
+void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
 {
-    node* const task = heap_[i].task;
-    const entry last = heap_.back();
-    heap_.pop_back();
+    node* const task = entries_[i].task;
+    const entry last = entries_.back();
+    entries_.pop_back();
     std::size_t at = i;
-    if (i < heap_.size())
+    if (i < entries_.size())
     {
         // The last entry fills the hole: sift it down, and up if it did not move down.
         place(i, last);
@@ -506,27 +891,27 @@ void basic_delayed_work_queue<Clock>::remove_at(std::size_t i) noexcept
             at = sift_up(i);
     }
     task->heap_index_.store(not_queued, std::memory_order_relaxed);
-    if (heap_.size() <= heap_.capacity() / 4) [[unlikely]]
+    if (entries_.size() <= entries_.capacity() / 4) [[unlikely]]
         release_spare_capacity();
     check_invariants(at);
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::release_spare_capacity() noexcept
+void basic_delayed_work_queue<Clock>::heap::release_spare_capacity() noexcept
 {
     // Halve the array whenever it is three quarters empty, so that cancelling a mass of tasks
     // gives their memory back; amortised O(1), and never thrashing around one size.
-    std::size_t capacity = heap_.capacity();
-    if (capacity < 2 * min_capacity || heap_.size() > capacity / 4)
+    std::size_t capacity = entries_.capacity();
+    if (capacity < 2 * min_capacity || entries_.size() > capacity / 4)
         return;
-    while (capacity >= 2 * min_capacity && heap_.size() <= capacity / 4)
+    while (capacity >= 2 * min_capacity && entries_.size() <= capacity / 4)
         capacity /= 2;
     try
     {
-        decltype(heap_) smaller;
+        decltype(entries_) smaller;
         smaller.reserve(capacity);
-        smaller.assign(heap_.begin(), heap_.end());
-        heap_.swap(smaller);
+        smaller.assign(entries_.begin(), entries_.end());
+        entries_.swap(smaller);
     }
     catch (const std::bad_alloc&)
     {
@@ -535,7 +920,7 @@ void basic_delayed_work_queue<Clock>::release_spare_capacity() noexcept
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::check_invariants(
+void basic_delayed_work_queue<Clock>::heap::check_invariants(
     [[maybe_unused]] std::size_t touched) const noexcept
 {
 #if SCHED_HEAP_CHECKS
@@ -543,30 +928,30 @@ void basic_delayed_work_queue<Clock>::check_invariants(
     // builds stay usable with millions of tasks.
     constexpr std::size_t full_check_limit = 4096;
     const auto check = [this](std::size_t i) {
-        const std::size_t recorded = heap_[i].task->heap_index_.load(std::memory_order_relaxed);
-        if (recorded != i)
+        const std::size_t recorded = entries_[i].task->heap_index_.load(std::memory_order_relaxed);
+        if (recorded != (tag_ | i))
         {
             std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records index %zu\n", i,
                          recorded);
             std::abort();
         }
-        if (i > 0 && earlier(heap_[i], heap_[(i - 1) / arity]))
+        if (i > 0 && earlier(entries_[i], entries_[(i - 1) / arity]))
         {
             std::fprintf(stderr, "sched: delayed_work_queue: heap order broken at %zu\n", i);
             std::abort();
         }
     };
-    if (heap_.size() <= full_check_limit)
+    if (entries_.size() <= full_check_limit)
     {
-        for (std::size_t i = 0; i < heap_.size(); ++i)
+        for (std::size_t i = 0; i < entries_.size(); ++i)
             check(i);
     }
-    else if (touched < heap_.size())
+    else if (touched < entries_.size())
     {
         check(touched);
         for (std::size_t c = arity * touched + 1; c <= arity * touched + arity; ++c)
         {
-            if (c < heap_.size())
+            if (c < entries_.size())
                 check(c);
         }
     }

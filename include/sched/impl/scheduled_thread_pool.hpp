@@ -12,6 +12,7 @@
 #include <functional>
 #include <iterator>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -39,6 +40,13 @@ inline pool_options options_with_threads(std::size_t threads)
     return options;
 }
 
+// Shards of the pool's far tier: two per hardware thread, so that threads that schedule at once
+// seldom share one.
+inline std::size_t far_shards() noexcept
+{
+    return std::clamp<std::size_t>(2 * std::size_t(std::thread::hardware_concurrency()), 2, 64);
+}
+
 } // namespace detail
 
 template <class Clock>
@@ -57,6 +65,10 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     if (options_.timer_slack < std::chrono::nanoseconds::zero())
         throw std::invalid_argument("scheduled_thread_pool: negative timer_slack");
     queue_.set_slack(detail::saturating_cast<duration>(options_.timer_slack));
+    if (options_.far_tier_horizon < std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("scheduled_thread_pool: negative far_tier_horizon");
+    queue_.set_far_tier(detail::saturating_cast<duration>(options_.far_tier_horizon),
+                        detail::far_shards());
     workers_.reserve(options_.threads);
     live_workers_.store(options_.threads);
     try
@@ -165,6 +177,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     run_state expected = run_state::running;
     if (!state_.compare_exchange_strong(expected, run_state::shutdown))
         return;
+    queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
     // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
     std::exception_ptr failure;
     std::vector<task_ptr> dropped = take_queued(
@@ -184,6 +197,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
 {
     std::lock_guard lock(shutdown_mutex_);
     state_.store(run_state::stopped);
+    queue_.close_far_tier();
     std::exception_ptr failure;
     std::vector<task_ptr> taken = take_queued([](const task_type&) { return true; }, failure);
     std::vector<task_handle_type> never_ran;
@@ -573,7 +587,7 @@ void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
     if (!removes_cancelled(t))
         return;
     bool idle = false;
-    if (!queue_.remove(t, [&](std::size_t left) noexcept { idle = left == 0 && become_idle(); }))
+    if (!queue_.remove(t, [&](bool emptied) noexcept { idle = emptied && become_idle(); }))
         return;
     retire(task_ptr(&t, false));
     if (idle)

@@ -1,0 +1,251 @@
+// The delayed_work_queue's far tier (set_far_tier()): tasks due far ahead wait in shards and move
+// to the main heap before they are due, without changing what comes out when.
+
+#include <sched/delayed_work_queue.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <iterator>
+#include <memory>
+#include <stdexcept>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "support/queue_fixture.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+using sched::test::id_of;
+using sched::test::test_task;
+
+namespace {
+
+using queue_type = sched::basic_delayed_work_queue<manual_clock>;
+using node = queue_type::node;
+
+// A queue whose far tier takes tasks due 1 s or more ahead; they move half a second or more before
+// they are due.
+struct far_fixture : sched::test::queue_fixture
+{
+    far_fixture() { queue.set_far_tier(1s, 4); }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(test_far_tier, far_fixture)
+
+BOOST_AUTO_TEST_CASE(far_and_near_tasks_come_out_in_due_order)
+{
+    queue.push(make(1), 10s); // far
+    queue.push(make(2), 500ms);
+    queue.push(make(3), 5s); // far
+    queue.push(make(4), 900ms);
+    queue.push(make(5), 30s); // far
+    BOOST_TEST(queue.size() == 5u);
+    BOOST_TEST(id_of(queue.peek()) == 2);
+    manual_clock::advance(1s);
+    BOOST_TEST(poll_all() == (std::vector<int>{2, 4}), boost::test_tools::per_element());
+    manual_clock::advance(4s);
+    BOOST_TEST(poll_all() == (std::vector<int>{3}), boost::test_tools::per_element());
+    manual_clock::advance(1h);
+    BOOST_TEST(poll_all() == (std::vector<int>{1, 5}), boost::test_tools::per_element());
+    BOOST_TEST(queue.empty());
+}
+
+// A task pushed far, then one due at the same time pushed once that time is near: the far one was
+// pushed first, so it comes out first, though it is still in its shard when the second comes.
+BOOST_AUTO_TEST_CASE(a_far_task_comes_before_a_later_near_one_due_at_the_same_time)
+{
+    const auto due = at(10s);
+    queue.push(make(1), due); // far: 10 s ahead
+    manual_clock::advance(9400ms);
+    BOOST_TEST(queue.poll() == nullptr); // reads the clock: 0.6 s ahead is near now
+    queue.push(make(2), due);
+    queue.push(make(3), at(9900ms));
+    manual_clock::advance(600ms);
+    BOOST_TEST(poll_all() == (std::vector<int>{3, 1, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(far_tasks_due_at_the_same_time_from_one_thread_come_out_first_in_first_out)
+{
+    for (int i = 0; i < 50; ++i)
+        queue.push(make(i), i % 2 == 0 ? 20s : 10s);
+    manual_clock::advance(20s);
+    std::vector<int> expected;
+    for (int i = 1; i < 50; i += 2)
+        expected.push_back(i);
+    for (int i = 0; i < 50; i += 2)
+        expected.push_back(i);
+    BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_taker_gets_a_far_task_when_it_is_due, *boost::unit_test::timeout(60))
+{
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    queue.push(make(1), 10s);
+    manual_clock::advance(9s);
+    BOOST_TEST((taker.wait_for(50ms) == std::future_status::timeout));
+    manual_clock::advance(1s);
+    BOOST_TEST(taker.get() == 1);
+    BOOST_TEST(queue.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_far_task_can_be_removed_and_rescheduled)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    queue.push(a, 10s);
+    queue.push(b, 20s);
+    queue.push(c, 30s);
+    BOOST_TEST(queue.remove(b));
+    BOOST_TEST(!queue.remove(b));
+    BOOST_TEST(queue.size() == 2u);
+    BOOST_TEST(queue.reschedule(c, at(200ms))); // from the far tier to near: it moves when due
+    BOOST_TEST(queue.reschedule(a, at(40s)));   // later, within the far tier
+    BOOST_TEST(!queue.reschedule(b, at(1s)));   // not queued
+    BOOST_TEST(id_of(queue.peek()) == 3);
+    manual_clock::advance(200ms);
+    BOOST_TEST(poll_all() == (std::vector<int>{3}), boost::test_tools::per_element());
+    manual_clock::advance(39s);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(1s);
+    BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_task_already_queued_far_cannot_be_pushed_again)
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_CHECK_THROW(queue.push(a, 10s), std::invalid_argument);
+    BOOST_CHECK_THROW(queue.push(a, 1ms), std::invalid_argument);
+    BOOST_TEST(queue.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(remove_if_takes_far_and_near_tasks_in_due_order)
+{
+    for (int i = 0; i < 10; ++i)
+        queue.push(make(i), std::chrono::milliseconds(250 * (10 - i))); // 2.5 s down to 0.25 s
+    std::vector<node*> out;
+    BOOST_TEST(
+        queue.remove_if([](node& n) { return id_of(&n) % 3 != 0; }, std::back_inserter(out)) == 6u);
+    std::vector<int> ids;
+    for (node* n : out)
+        ids.push_back(id_of(n));
+    BOOST_TEST(ids == (std::vector<int>{8, 7, 5, 4, 2, 1}), boost::test_tools::per_element());
+    BOOST_TEST(queue.size() == 4u);
+    manual_clock::advance(3s);
+    BOOST_TEST(poll_all() == (std::vector<int>{9, 6, 3, 0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(drain_and_clear_see_the_far_tier)
+{
+    for (int i = 0; i < 6; ++i)
+        queue.push(make(i), std::chrono::seconds(i + 1));
+    manual_clock::advance(3s);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out)) == 3u);
+    BOOST_TEST(id_of(out.back()) == 2);
+    BOOST_TEST(queue.clear() == 3u);
+    BOOST_TEST(queue.empty());
+    BOOST_TEST(queue.peek() == nullptr);
+    BOOST_TEST(!queue.remove(storage[5]));
+}
+
+// While the far tier is open, a removal cannot tell that the queue became empty (that would take
+// every shard's lock); once it is closed, it can.
+BOOST_AUTO_TEST_CASE(a_removal_tells_the_queue_is_empty_once_the_far_tier_is_closed)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    queue.push(a, 10s);
+    queue.push(b, 10s);
+    queue.push(c, 100ms);
+    std::vector<bool> emptied;
+    const auto note = [&](bool e) noexcept {
+        emptied.push_back(e);
+    };
+    BOOST_TEST(queue.remove(a, note));
+    BOOST_TEST(queue.remove(c, note)); // the main heap is empty, the far tier is not
+    queue.close_far_tier();
+    queue.push(make(4), 10s);          // the main heap now
+    BOOST_TEST(queue.remove(b, note)); // from its shard, which still holds it
+    BOOST_TEST(queue.remove(storage[3], note));
+    BOOST_TEST(emptied == (std::vector<bool>{false, false, false, true}),
+               boost::test_tools::per_element());
+    BOOST_TEST(queue.if_empty([] { return true; }));
+}
+
+BOOST_AUTO_TEST_CASE(bad_far_tier_settings_are_refused)
+{
+    queue_type other;
+    BOOST_CHECK_THROW(other.set_far_tier(-1s, 4), std::invalid_argument);
+    BOOST_CHECK_THROW(other.set_far_tier(1s, queue_type::max_far_shards + 1),
+                      std::invalid_argument);
+    other.set_far_tier(0s, 4); // none
+    test_task t(1);
+    other.push(t, 1h);
+    BOOST_TEST(other.remove(t));
+}
+
+// Threads that push and remove far tasks at once, and a taker: every task comes out exactly once
+// or is removed exactly once, never both.
+BOOST_AUTO_TEST_CASE(producers_on_their_own_shards_lose_no_task, *boost::unit_test::timeout(120))
+{
+    constexpr int producers = 3;
+    constexpr int per_producer = 4000;
+    std::vector<std::unique_ptr<test_task>> tasks;
+    for (int i = 0; i < producers * per_producer; ++i)
+        tasks.push_back(std::make_unique<test_task>(i));
+    std::vector<std::atomic<int>> outcomes(tasks.size()); // 1: taken, 2: removed
+    std::atomic<int> taken{0};
+    std::stop_source stop;
+    auto taker = std::async(std::launch::async, [&] {
+        while (node* n = queue.take(stop.get_token()))
+        {
+            outcomes[static_cast<std::size_t>(id_of(n))].fetch_add(1);
+            taken.fetch_add(1);
+        }
+    });
+    std::vector<std::future<int>> threads;
+    for (int p = 0; p < producers; ++p)
+    {
+        threads.push_back(std::async(std::launch::async, [&, p] {
+            int removed = 0;
+            for (int i = 0; i < per_producer; ++i)
+            {
+                test_task& t = *tasks[static_cast<std::size_t>(p * per_producer + i)];
+                queue.push(t, std::chrono::milliseconds(500 + (i * 37) % 3000));
+                if (i % 2 == 1 &&
+                    queue.remove(*tasks[static_cast<std::size_t>(p * per_producer + i - 1)]))
+                {
+                    outcomes[static_cast<std::size_t>(p * per_producer + i - 1)].fetch_add(2);
+                    ++removed;
+                }
+                if (i % 100 == 0)
+                    manual_clock::advance(10ms); // some fall due and move while others push
+            }
+            return removed;
+        }));
+    }
+    int removed = 0;
+    for (auto& f : threads)
+        removed += f.get();
+    manual_clock::advance(1h);
+    while (taken + removed < producers * per_producer) // the test's timeout bounds this
+        std::this_thread::yield();
+    stop.request_stop();
+    taker.get();
+    BOOST_TEST(taken + removed == producers * per_producer);
+    BOOST_TEST(removed > 0);
+    for (const auto& o : outcomes)
+        BOOST_TEST_REQUIRE((o == 1 || o == 2));
+    BOOST_TEST(queue.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
