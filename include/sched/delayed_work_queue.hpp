@@ -87,11 +87,13 @@ public:
     private:
         friend class basic_delayed_work_queue;
 
-        // heap_[heap_index_].task == this while queued; not_queued otherwise. Written under the
-        // queue's mutex; atomic so that another queue may read it to refuse the task.
+        // Where the task is queued (its heap's number and its position there: see heap), or
+        // not_queued. Written under the lock of the heap that holds it; atomic so that a remover
+        // may read it before taking that lock, and another queue to refuse the task.
         std::atomic<std::size_t> heap_index_{not_queued};
         std::atomic<typename duration::rep> due_{0};
-        std::uint64_t seq_ = 0; // push order, breaking ties of due time; guarded by the mutex
+        // Push order within its heap, breaking ties of due time; guarded by that heap's lock.
+        std::uint64_t seq_ = 0;
     };
 
     /// Something other than a waiting thread that can sleep until a head is due: an Asio timer,
@@ -113,7 +115,9 @@ public:
         ~external_leader() = default;
     };
 
-    /// Which external leader, if any, waits for a task at the head; null: the waiting threads.
+    /// Which external leader, if any, waits for @p task when it is at the head; null: the waiting
+    /// threads. Called with or without the queue's lock, for tasks at the head or being pushed
+    /// (a led task never goes to the far tier): it must not call into the queue.
     using leader_finder = external_leader* (*)(node& task) noexcept;
 
     basic_delayed_work_queue();
@@ -124,7 +128,7 @@ public:
     basic_delayed_work_queue(const basic_delayed_work_queue&) = delete;
     basic_delayed_work_queue& operator=(const basic_delayed_work_queue&) = delete;
 
-    /// Number of queued tasks, due or not.
+    /// Number of queued tasks, due or not (with a far tier, under every lock of the queue).
     std::size_t size() const;
 
     /// Whether no task is queued.
@@ -153,9 +157,10 @@ public:
     }
 
     /// Adds @p task as push() does, but only if @p allowed() returns true; it is called once,
-    /// under the lock of the heap that @p task goes to, so a condition that its writer changes
-    /// before taking every lock of the queue (a pool's shutdown, which then drains the queue)
-    /// cannot change between the check and the push.
+    /// under the queue's lock or, for a task that goes to the far tier, perhaps under its
+    /// shard's lock only. Either way a condition that its writer changes before taking every
+    /// lock of the queue (a pool's shutdown, which then drains the queue) cannot change between
+    /// the check and the push.
     /**
      * @returns whether @p task was added.
      * @throws std::invalid_argument, std::bad_alloc as push(); what @p allowed throws.
@@ -210,10 +215,12 @@ public:
     bool remove(node& task, OnRemove on_remove) noexcept;
 
     /// Moves @p task, if it is queued here, to be due at @p due: O(log n) in place (it then comes
-    /// after tasks already queued for the same time).
+    /// after tasks already queued for the same time; a task that stays in the far tier counts as
+    /// pushed again by the thread that first pushed it, for the exception in set_far_tier()).
     /**
      * @returns true if it was queued here and moved; false otherwise (it was never queued, has
-     * been taken, or is queued elsewhere), and then nothing changes.
+     * been taken, or is queued elsewhere; or, for a far task that is due "never" alone in the
+     * far tier, memory ran out), and then nothing changes.
      */
     bool reschedule(node& task, time_point due) noexcept;
 
@@ -231,9 +238,11 @@ public:
     /// Moves every queued task, due or not, for which `pred(node&)` holds to @p out, in the
     /// order they would have come out, in one lock hold.
     /**
-     * Takes O(n + k log k) for n queued tasks of which k match. @p pred runs under the queue's
+     * Takes O(n + k log k) for n queued tasks of which k match; with a far tier, every far task
+     * first moves to the main heap, O(f log n) for f of them. @p pred runs under the queue's
      * lock and must not call into the queue. If @p pred throws, nothing is removed; if writing
-     * to @p out throws, the tasks not yet written stay queued. The exception then propagates.
+     * to @p out throws, the tasks not yet written stay queued; if the far tasks cannot all move
+     * (std::bad_alloc), nothing is removed. The exception then propagates.
      * @returns The number of tasks moved.
      */
     template <class Predicate, class OutputIt>
@@ -514,7 +523,7 @@ private:
     // A clock reading no later than now, so that pushes need not read the clock: refreshed
     // (at most every quarter horizon) by whoever reads the clock under the lock to take tasks.
     // A stale one sends more tasks to the far tier, never fewer; a task that should not have
-    // gone there moves back at once.
+    // gone there moves back as soon as a waiting thread, poll() or drain() finds the marker due.
     std::atomic<typename duration::rep> recent_now_{0};
     far_marker marker_; // in the main heap whenever far_earliest_ is not max()
 

@@ -117,6 +117,35 @@ BOOST_AUTO_TEST_CASE(a_far_task_can_be_removed_and_rescheduled)
     BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
 }
 
+// The marker stays behind a removed far task; when it comes due it finds nothing to move and
+// leaves the main heap empty.
+BOOST_AUTO_TEST_CASE(a_marker_left_by_a_removed_far_task_goes_quietly)
+{
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_TEST(queue.remove(a));
+    manual_clock::advance(9600ms);
+    BOOST_TEST(queue.poll() == nullptr);
+    BOOST_TEST(queue.empty());
+    queue.push(make(2), 10s); // far again: 10 s from now
+    manual_clock::advance(10s);
+    BOOST_TEST(poll_all() == (std::vector<int>{2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_task_due_never_beside_far_tasks_never_comes_out)
+{
+    auto& never = make(1);
+    queue.push(make(2), 10s);
+    queue.push(never, sched::manual_clock::time_point::max());
+    queue.push(make(3), 20s);
+    BOOST_TEST(queue.size() == 3u);
+    manual_clock::advance(1h);
+    BOOST_TEST(poll_all() == (std::vector<int>{2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(queue.reschedule(never, at(2h)));
+    manual_clock::advance(1h);
+    BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_task_already_queued_far_cannot_be_pushed_again)
 {
     auto& a = make(1);

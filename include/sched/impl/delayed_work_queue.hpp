@@ -138,8 +138,10 @@ auto basic_delayed_work_queue<Clock>::far_shard_for(node& task, time_point due) 
 {
     if (!far_open_.load(std::memory_order_relaxed))
         return nullptr;
+    // A task due "never" stays in the main heap: the far tier holds only tasks that move.
     const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
-    if (due < detail::saturating_add(recent, far_horizon_) || (find_ && find_(task)))
+    if (due == time_point::max() || due < detail::saturating_add(recent, far_horizon_) ||
+        (find_ && find_(task)))
         return nullptr;
     // Threads spread over the shards in the order they first push; one thread keeps its shard.
     static std::atomic<std::size_t> threads_seen{0};
@@ -160,10 +162,11 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
         push_far(*s, task, due);
         return false;
     }
-    if (!shards_.empty() && due >= far_earliest())
+    if (!shards_.empty() && due >= far_earliest() && due != time_point::max())
     {
         // Far tasks due by then were pushed earlier: they move first, to come out first. So do
-        // the others that a push could pass, so that the next push need not move them.
+        // the others that a push could pass, so that the next push need not move them. (A task
+        // due "never" never comes out, so it passes nothing.)
         const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
         move_far_tasks(std::max(due, detail::saturating_add(recent, far_horizon_)));
     }
@@ -202,16 +205,13 @@ void basic_delayed_work_queue<Clock>::place_marker() noexcept
     const duration lead = far_horizon_ / 2;
     const time_point due =
         earliest.time_since_epoch() < duration::min() + lead ? time_point::min() : earliest - lead;
-    std::size_t now_at;
-    if (at)
-    {
-        if (heap_[*at].due == due)
-            return;
-        now_at = heap_.move(*at, due, next_seq_++);
-    }
-    else
-        now_at = heap_.push(marker_, due, next_seq_++); // cannot throw: see push_locked()
-    if (now_at == 0)
+    if (at && heap_[*at].due == due)
+        return;
+    const bool earlier = !at || due < heap_[*at].due;
+    // Pushing cannot throw: the callers make room first (see push_locked() and reschedule()).
+    const std::size_t now_at =
+        at ? heap_.move(*at, due, next_seq_++) : heap_.push(marker_, due, next_seq_++);
+    if (now_at == 0 && earlier)
         head_moved_earlier();
 }
 
@@ -253,7 +253,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit) noexcept
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
     place_marker();
-    if (head_was_marker && heap_.front().task != &marker_)
+    if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
 }
 
@@ -504,7 +504,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     std::optional<std::size_t> i = heap_.find(task);
     if (i && &task != &marker_)
     {
-        if (!shards_.empty() && due >= far_earliest())
+        if (!shards_.empty() && due >= far_earliest() && due != time_point::max())
         {
             // Far tasks due by then were pushed earlier: they move first, to come out first.
             const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
@@ -524,10 +524,22 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
         return true;
     }
     // A far task moves within its shard, and the marker earlier if need be: it then moves to the
-    // main heap when it must.
+    // main heap when it must. The marker is out only while the far tier holds no task that can
+    // come out (the tasks due "never" that a reschedule left there): then it needs room.
     const std::size_t number = heap_number(task.heap_index_.load(std::memory_order_relaxed));
     if (number == 0 || number > shards_.size())
         return false;
+    if (far_earliest() == time_point::max() && due != time_point::max())
+    {
+        try
+        {
+            heap_.make_room();
+        }
+        catch (const std::bad_alloc&)
+        {
+            return false;
+        }
+    }
     shard& s = *shards_[number - 1];
     std::lock_guard shard_lock(s.mutex);
     const std::optional<std::size_t> at = s.tasks.find(task);

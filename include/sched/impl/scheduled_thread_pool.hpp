@@ -305,12 +305,12 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     bool queued = false;
     try
     {
-        // Checked under the queue's lock: a shutdown stores the state before it drains the
-        // queue, and the pool goes idle only under that lock (stop_if_idle()), so either the
-        // task is found there (and the policies applied to it) or the shutdown is seen here.
-        // So is a cancel through an operation's slot, which may come from another thread as it
-        // is queued: it finds the task queued, or the task is not queued. Once queued, the task
-        // may run and be gone at any moment.
+        // Checked under the queue's lock (or its far tier's shard lock): a shutdown stores the
+        // state before it drains the queue under every lock, and the pool goes idle only under
+        // every lock (stop_if_idle()), so either the task is found there (and the policies
+        // applied to it) or the shutdown is seen here. So is a cancel through an operation's slot,
+        // which may come from another thread as it is queued: it finds the task queued, or the task
+        // is not queued. Once queued, the task may run and be gone at any moment.
         queued = queue_.push_if(t, due, [&] { return accepts(t) && belongs_in_queue(t); });
     }
     catch (...)
@@ -502,8 +502,8 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     bool queued = false;
     try
     {
-        // Checked under the queue's lock: a cancel or a shutdown that came while the task ran
-        // either finds it queued (and takes it out) or is seen here.
+        // Checked under the queue's lock (or a far shard's): a cancel or a shutdown that came
+        // while the task ran either finds it queued (and takes it out) or is seen here.
         queued = queue_.push_if(
             *t, due, [&] { return keeps_after_shutdown(*t, due) && belongs_in_queue(*t); });
     }
