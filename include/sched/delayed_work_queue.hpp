@@ -278,7 +278,9 @@ public:
     /// more before it is due (a waiting thread wakes for that, or a push or poll that finds it
     /// time). Tasks still come out in due order, and tasks due
     /// at the same time in the order they were pushed, except two pushed from different threads
-    /// that were both in the far tier: they come out in either order. Zero horizon or shards:
+    /// that were both in the far tier: they come out in either order. (Which tasks are far is
+    /// judged from a recent clock reading; after a while with no thread looking at the clock, a
+    /// task due sooner may count as far.) Zero horizon or shards:
     /// none (the default). Call it before the queue is used.
     /**
      * @throws std::invalid_argument if @p horizon is negative or @p shards is above
@@ -479,8 +481,13 @@ private:
     std::size_t size_locked() const noexcept;
 
     // The far tier.
-    // The shard for a task due at `due` pushed by this thread; null: the main heap.
-    shard* far_shard_for(node& task, time_point due) const noexcept;
+    // The shard for a task due at `due` pushed by this thread, with the clock at `now` or later;
+    // null: the main heap.
+    shard* far_shard_for(node& task, time_point due, time_point now) const noexcept;
+    time_point recent_now() const noexcept
+    {
+        return time_point(duration(recent_now_.load(std::memory_order_relaxed)));
+    }
     // No far task is due before this: a bound, exact after each move.
     time_point far_earliest() const noexcept
     {
@@ -521,9 +528,11 @@ private:
     // every lock, read under any.
     std::atomic<typename duration::rep> far_earliest_{duration::max().count()};
     // A clock reading no later than now, so that pushes need not read the clock: refreshed
-    // (at most every quarter horizon) by whoever reads the clock under the lock to take tasks.
-    // A stale one sends more tasks to the far tier, never fewer; a task that should not have
-    // gone there moves back as soon as a waiting thread, poll() or drain() finds the marker due.
+    // (at most every quarter horizon) by whoever reads the clock under the lock to take tasks,
+    // by a push that would give the far tier a new earliest task, and as a notifying clock
+    // moves. A stale one sends more tasks to the far tier, never fewer; a task that should not
+    // have gone there moves back as soon as a waiting thread, poll() or drain() finds the marker
+    // due.
     std::atomic<typename duration::rep> recent_now_{0};
     far_marker marker_; // in the main heap whenever far_earliest_ is not max()
 

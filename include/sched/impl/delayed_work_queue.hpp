@@ -95,7 +95,7 @@ auto basic_delayed_work_queue<Clock>::peek() const -> const node*
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
-    if (shard* s = far_shard_for(task, due))
+    if (shard* s = far_shard_for(task, due, recent_now()))
     {
         std::lock_guard shard_lock(s->mutex);
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
@@ -114,7 +114,7 @@ bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predic
 {
     // The common far push takes its shard's lock only; one that would move the marker takes the
     // main lock first.
-    if (shard* s = far_shard_for(task, due))
+    if (shard* s = far_shard_for(task, due, recent_now()))
     {
         std::lock_guard shard_lock(s->mutex);
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
@@ -133,14 +133,14 @@ bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predic
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::far_shard_for(node& task, time_point due) const noexcept
-    -> shard*
+auto basic_delayed_work_queue<Clock>::far_shard_for(node& task,
+                                                    time_point due,
+                                                    time_point now) const noexcept -> shard*
 {
     if (!far_open_.load(std::memory_order_relaxed))
         return nullptr;
     // A task due "never" stays in the main heap: the far tier holds only tasks that move.
-    const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
-    if (due == time_point::max() || due < detail::saturating_add(recent, far_horizon_) ||
+    if (due == time_point::max() || due < detail::saturating_add(now, far_horizon_) ||
         (find_ && find_(task)))
         return nullptr;
     // Threads spread over the shards in the order they first push; one thread keeps its shard.
@@ -154,7 +154,16 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    if (shard* s = far_shard_for(task, due))
+    shard* s = far_shard_for(task, due, recent_now());
+    if (s)
+    {
+        // Far by an old reading: check with the clock (a push that gets here is the first far
+        // one, or one earlier than every far task, so this is rare).
+        const time_point now = Clock::now();
+        note_now(now);
+        s = far_shard_for(task, due, now);
+    }
+    if (s)
     {
         // Room for the marker first: once it holds far tasks, it is in the main heap.
         heap_.make_room();
@@ -167,8 +176,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
         // Far tasks due by then were pushed earlier: they move first, to come out first. So do
         // the others that a push could pass, so that the next push need not move them. (A task
         // due "never" never comes out, so it passes nothing.)
-        const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
-        move_far_tasks(std::max(due, detail::saturating_add(recent, far_horizon_)));
+        move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
     }
     if (heap_.push(task, due, next_seq_++) != 0)
         return false; // behind the head: no waiter needs to know
@@ -507,8 +515,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
         if (!shards_.empty() && due >= far_earliest() && due != time_point::max())
         {
             // Far tasks due by then were pushed earlier: they move first, to come out first.
-            const time_point recent(duration(recent_now_.load(std::memory_order_relaxed)));
-            move_far_tasks(std::max(due, detail::saturating_add(recent, far_horizon_)));
+            move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
             i = heap_.find(task);
         }
         const time_point was = heap_[*i].due;
@@ -700,6 +707,8 @@ void basic_delayed_work_queue<Clock>::wake_all() noexcept
 {
     // Under the lock: a waiter that has just read the clock or the stop state is then blocked.
     std::lock_guard lock(mutex_);
+    if constexpr (detail::notifying_clock<Clock>)
+        note_now(Clock::now()); // a push right after the clock moves sees where it is
     available_.notify_all();
 }
 
