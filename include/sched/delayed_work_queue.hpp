@@ -441,7 +441,9 @@ private:
         return due <= now && due != time_point::max();
     }
 
-    bool push_locked(node& task, time_point due);
+    // Under the lock: pushes `task`; `far` is what far_shard_for() said with the recent reading
+    // (a task it did not send there stays near; one it did is judged again by the clock).
+    bool push_locked(node& task, time_point due, shard* far);
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);

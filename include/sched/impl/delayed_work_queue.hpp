@@ -95,17 +95,18 @@ auto basic_delayed_work_queue<Clock>::peek() const -> const node*
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
-    if (shard* s = far_shard_for(task, due, recent_now()))
+    shard* const far = far_shard_for(task, due, recent_now());
+    if (far)
     {
-        std::lock_guard shard_lock(s->mutex);
+        std::lock_guard shard_lock(far->mutex);
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
         {
-            push_far(*s, task, due);
+            push_far(*far, task, due);
             return false;
         }
     }
     std::lock_guard lock(mutex_);
-    return push_locked(task, due);
+    return push_locked(task, due, far);
 }
 
 template <class Clock>
@@ -114,21 +115,22 @@ bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predic
 {
     // The common far push takes its shard's lock only; one that would move the marker takes the
     // main lock first.
-    if (shard* s = far_shard_for(task, due, recent_now()))
+    shard* const far = far_shard_for(task, due, recent_now());
+    if (far)
     {
-        std::lock_guard shard_lock(s->mutex);
+        std::lock_guard shard_lock(far->mutex);
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
         {
             if (!allowed())
                 return false;
-            push_far(*s, task, due);
+            push_far(*far, task, due);
             return true;
         }
     }
     std::lock_guard lock(mutex_);
     if (!allowed())
         return false;
-    (void)push_locked(task, due);
+    (void)push_locked(task, due, far);
     return true;
 }
 
@@ -150,20 +152,19 @@ auto basic_delayed_work_queue<Clock>::far_shard_for(node& task,
 }
 
 template <class Clock>
-bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due)
+bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due, shard* far)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    shard* s = far_shard_for(task, due, recent_now());
-    if (s)
+    if (far)
     {
         // Far by an old reading: check with the clock (a push that gets here is the first far
         // one, or one earlier than every far task, so this is rare).
         const time_point now = Clock::now();
         note_now(now);
-        s = far_shard_for(task, due, now);
+        far = far_shard_for(task, due, now);
     }
-    if (s)
+    if (shard* const s = far)
     {
         // Room for the marker first: once it holds far tasks, it is in the main heap.
         heap_.make_room();
