@@ -497,9 +497,10 @@ private:
     }
     // Under the lock and the shard's: adds `task` to `s`, moving the marker earlier if need be.
     void push_far(shard& s, node& task, time_point due);
-    // Under the lock: moves every far task due by `limit` to the main heap, in due order, and
-    // puts the marker where the rest must move.
-    void move_far_tasks(time_point limit) noexcept;
+    // Under the lock: moves the far tasks due by `limit` (the earliest `most` of them) to the
+    // main heap, in due order, and puts the marker where the rest must move.
+    void move_far_tasks(time_point limit,
+                        std::size_t most = std::numeric_limits<std::size_t>::max()) noexcept;
     // Under the lock, at `now`: moves the far tasks if the marker is due.
     void move_far_tasks_if_due(time_point now) noexcept;
     // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max().

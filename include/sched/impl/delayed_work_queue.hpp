@@ -225,10 +225,10 @@ void basic_delayed_work_queue<Clock>::place_marker() noexcept
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit) noexcept
+void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size_t most) noexcept
 {
     const shards_lock far(*this);
-    for (;;)
+    for (std::size_t moved = 0; moved < most; ++moved)
     {
         // The shard whose first task comes out first; between shards, equal due times go in
         // shard order.
@@ -269,8 +269,11 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit) noexcept
 template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks_if_due(time_point now) noexcept
 {
+    // A batch at a time, so that a taker runs what falls due meanwhile, and the others get the
+    // lock, between batches: the marker stays due until the last one.
+    constexpr std::size_t batch = 64;
     if (!heap_.empty() && heap_.front().task == &marker_ && is_due(heap_.front().due, now))
-        move_far_tasks(detail::saturating_add(now, far_horizon_));
+        move_far_tasks(detail::saturating_add(now, far_horizon_), batch);
 }
 
 template <class Clock>
