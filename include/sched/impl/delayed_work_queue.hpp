@@ -412,7 +412,7 @@ bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noe
     if (!at)
         return false;
     tasks.remove_at(*at);
-    on_remove(!far_open_.load(std::memory_order_relaxed) && size_locked() == 0);
+    on_remove(empty_locked());
     return true;
 }
 
