@@ -44,7 +44,9 @@
 //   All draw the same timeouts from the same random sequence.
 //
 // W1 (row W1_arm_cancel_asio_front): P standing timeouts due in [10 s, 30 s]; each operation
-// arms a 30 s timeout and cancels it at once. Contestants:
+// arms a 30 s timeout and cancels it at once. A second row has no standing timeouts (P = 0: the
+// last pending timeout of a connection), so that each timeout armed is the earliest: Asio's
+// reactor then sets its timerfd for it, a system call. Contestants:
 //   sched       scheduler.async_wait(30s, bind_cancellation_slot(signal.slot(), handler)), then
 //               signal.emit(terminal). One signal, reused by every operation.
 //   asio        One steady_timer reused: expires_after(30s); async_wait(handler); cancel().
@@ -865,6 +867,7 @@ int main(int argc, char** argv)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark("W1_arm_cancel_asio_front", w1_arm_cancel)
         ->Args({p, m, rounds})
+        ->Args({0, m, rounds})
         ->ArgNames({"P", "M", "rounds"})
         ->Iterations(1)
         ->UseManualTime()

@@ -214,13 +214,19 @@ def asio_section(r, rows, results, img):
     w1 = find(rows, "W1_churn_asio_front")
     if w1:
         r.add("### Through the Asio front (`sched_asio_bench`), contestants interleaved", "")
-        arm = find(rows, "W1_arm_cancel_asio_front")
+        standing = dict(p.split(":", 1) for p in w1["run_name"].split("/") if ":" in p)["P"]
+        arm = find(rows, "W1_arm_cancel_asio_front", P=standing)
+        lone = find(rows, "W1_arm_cancel_asio_front", P=0)
         w5 = find(rows, "W5_resets_asio_front")
         table = [["W1: cancel the oldest of P = 100k `async_wait`s (slot) and arm another",
                   num(w1["sched_ns"], 1), num(w1["asio_ns"], 1), ratio(w1["ratio_asio"])]]
         if arm:
             table.append(["W1: arm and cancel at once (no heap work)", num(arm["sched_ns"], 1),
                           num(arm["asio_ns"], 1), ratio(arm["ratio_asio"])])
+        if lone:
+            table.append(["W1: arm and cancel at once, the only pending timeout (each is the "
+                          "earliest)", num(lone["sched_ns"], 1), num(lone["asio_ns"], 1),
+                          ratio(lone["ratio_asio"])])
         if w5:
             table.append(["W5: push an idle deadline back (`deadline::expires_after` / "
                           "`expires_after` + `async_wait`)", num(w5["sched_ns"], 1),

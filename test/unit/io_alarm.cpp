@@ -128,6 +128,41 @@ void check_pool_work_ran(sched::scheduled_thread_pool& pool,
     BOOST_TEST(pool.queue().size() == 0u);
 }
 
+// A wait armed right after the only other one was cancelled, while the alarm's timer still waits
+// for that one: the timer is kept if it wakes in time, and set again if not. Either way the wait
+// completes through the io_context (the worker is busy throughout), and never early.
+void check_a_wait_armed_after_a_cancelled_one(clock_type::duration cancelled_in,
+                                              clock_type::duration due_in)
+{
+    busy_pool_fixture busy;
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, busy.pool);
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> cancelled;
+    std::optional<error_code> result;
+    clock_type::time_point due;
+    clock_type::time_point completed;
+    boost::asio::post(io, [&] {
+        scheduler.async_wait(cancelled_in,
+                             boost::asio::bind_cancellation_slot(
+                                 signal.slot(), [&](error_code ec) { cancelled = ec; }));
+        signal.emit(boost::asio::cancellation_type::terminal);
+        due = clock_type::now() + due_in;
+        scheduler.async_wait(due, [&](error_code ec) {
+            completed = clock_type::now();
+            result = ec;
+        });
+    });
+    const clock_type::time_point start = clock_type::now();
+    io.run_for(60s); // returns once both have completed: nothing else is pending
+    BOOST_TEST((clock_type::now() - start < 30s));
+    BOOST_TEST_REQUIRE(cancelled.has_value());
+    BOOST_TEST(*cancelled == boost::asio::error::operation_aborted);
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+    BOOST_TEST((completed >= due));
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_io_alarm)
@@ -185,6 +220,43 @@ BOOST_FIXTURE_TEST_CASE(cancelling_the_last_pending_wait_lets_run_return_at_once
     BOOST_TEST(run_returns_soon());
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(*result == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(waits_armed_and_cancelled_at_once_over_and_over_let_run_return_at_once,
+                        steady_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    // Each is the only pending wait: the alarm's timer is kept between them, and stopped once
+    // the io_context gets to it.
+    constexpr int rounds = 1000;
+    boost::asio::cancellation_signal signal;
+    int aborted = 0;
+    int other = 0;
+    const auto count = [&](error_code ec) {
+        ++(ec == boost::asio::error::operation_aborted ? aborted : other);
+    };
+    boost::asio::post(io, [&] {
+        for (int i = 0; i < rounds; ++i)
+        {
+            scheduler.async_wait(1h, boost::asio::bind_cancellation_slot(signal.slot(), count));
+            signal.emit(boost::asio::cancellation_type::terminal);
+        }
+    });
+    BOOST_TEST(run_returns_soon());
+    BOOST_TEST(aborted == rounds);
+    BOOST_TEST(other == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_due_after_a_cancelled_one_completes_when_due,
+                     *boost::unit_test::timeout(120))
+{
+    check_a_wait_armed_after_a_cancelled_one(20ms, 60ms); // the kept timer wakes early first
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_due_before_a_cancelled_one_completes_when_due,
+                     *boost::unit_test::timeout(120))
+{
+    check_a_wait_armed_after_a_cancelled_one(1h, 20ms); // the kept timer would wake too late
 }
 
 BOOST_FIXTURE_TEST_CASE(pool_work_behind_a_due_wait_runs_while_its_io_context_is_not_running,

@@ -4,6 +4,7 @@
 #include <sched/delayed_work_queue.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/completion_queue.hpp>
 #include <sched/detail/pool_access.hpp>
@@ -11,12 +12,14 @@
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 namespace sched::detail {
 
@@ -33,13 +36,20 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // they are at the head of the pool's queue, instead of a worker, and run them on the
 // io_context's thread that wakes, followed there by the waits' handlers (a tick is posted to its
 // executor): one wake-up, as for a steady_timer, where a worker would wake and then wake an
-// io_context's thread. The pool's queue calls it under its lock, which keeps the timer objects
-// to one thread at a time (see basic_delayed_work_queue::set_leader_finder()); its
-// scheduler_service owns it and retires it before the io_context goes.
+// io_context's thread. The pool's queue calls it under its lock (see
+// basic_delayed_work_queue::set_leader_finder()); its scheduler_service owns it and retires it
+// before the io_context goes.
 //
 // Two timers take turns: one waits for the head, the other for the task after it, if it is idle.
 // When the first fires, the io_context's reactor sets its clock for the second at once, and what
 // the first then waits for is often not the reactor's earliest: it costs no system call.
+//
+// Setting a timer for a new earliest time costs the reactor a system call, so the alarm keeps a
+// timer that would wake in time rather than set it again, and when told to step down, it stops
+// its timers only once its io_context gets to a handler it posts for that: an operation armed
+// and cancelled at once, over and over (the last pending timeout of a connection), finds the
+// timer still waiting and costs no system call. A timer kept that way wakes early at most once
+// per operation, finds nothing due, and is set again.
 template <class Clock>
 class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
 {
@@ -59,9 +69,10 @@ public:
     {
         if (!leading_)
             return false;
+        std::lock_guard lock(timers_mutex_);
         try
         {
-            timer* lead = waiting_at(due);
+            timer* lead = waiting_by(due);
             if (!lead)
             {
                 // The idle one, or the one that waits for the later time.
@@ -76,6 +87,7 @@ public:
             // completes as a handler of its own, for nothing.
             if (then != time_point::max() && then > due && !other.waiting())
                 other.wait(this, then);
+            leads_ = true;
             return true;
         }
         catch (...) // out of memory: a worker leads instead
@@ -86,8 +98,19 @@ public:
 
     void step_down() noexcept override
     {
-        for (timer& t : timers_)
-            t.cancel();
+        std::lock_guard lock(timers_mutex_);
+        leads_ = false;
+        if (settle_posted_)
+            return;
+        try
+        {
+            boost::asio::post(*io_, settle{this});
+            settle_posted_ = true;
+        }
+        catch (...) // out of memory: they stop now
+        {
+            stop_timers();
+        }
     }
 
     // The io_context is going: from now on the pool's workers lead. The tasks must have left the
@@ -162,15 +185,38 @@ private:
         }
     };
 
-    // The timer waiting for `due`, if one is.
-    timer* waiting_at(time_point due) noexcept
+    // After step_down(), once the io_context runs it: stops the timers, unless the alarm leads
+    // again by then.
+    struct settle
     {
+        io_alarm* alarm;
+
+        void operator()() const noexcept
+        {
+            std::lock_guard lock(alarm->timers_mutex_);
+            alarm->settle_posted_ = false;
+            if (!alarm->leads_)
+                alarm->stop_timers();
+        }
+    };
+
+    // The timer that wakes by `due`, if one is waiting: the latest such.
+    timer* waiting_by(time_point due) noexcept
+    {
+        timer* found = nullptr;
         for (timer& t : timers_)
         {
-            if (t.waiting() && t.at == due)
-                return &t;
+            if (t.waiting() && t.at <= due && (!found || t.at > found->at))
+                found = &t;
         }
-        return nullptr;
+        return found;
+    }
+
+    // Their waits end, so that the io_context does not wait for them.
+    void stop_timers() noexcept
+    {
+        for (timer& t : timers_)
+            t.cancel();
     }
 
     std::array<timer, 2> timers_;
@@ -178,8 +224,12 @@ private:
     basic_scheduled_thread_pool<Clock>* pool_;
     std::shared_ptr<owner_link<Clock>> link_; // says whether the pool is still there
     completions* done_;
-    std::uint64_t waits_ = 0; // guarded by the pool's queue lock, as are `at` and leading_
-    bool leading_ = true;
+    bool leading_ = true; // guarded by the pool's queue lock
+    // Guards the timers, which the pool's queue uses under its lock, and settle on its own.
+    atomic_mutex timers_mutex_;
+    std::uint64_t waits_ = 0;    // guarded by timers_mutex_, as are the rest
+    bool leads_ = false;         // since the last lead_until() or step_down()
+    bool settle_posted_ = false; // and settle has not run yet
 };
 
 } // namespace sched::detail
