@@ -64,13 +64,17 @@
 //           async_wait(handler).
 //   The connections are picked by the same random sequence for both.
 //
-// W3 (rows W3_lateness/sched and W3_lateness/asio), each on its own io_context run by --threads
+// W3 (rows W3_lateness/sched, W3_lateness/sched_no_slack and W3_lateness/asio), each on its own
+// io_context run by --threads
 // threads (the benchmark thread arms the timers, then sleeps): T timers (--timers) due at
 // start + uniform [0, window] (--window_ms), start = 1 s after the arming begins (arming all T
 // takes a few hundred ms: arm_ms says how long it took; the benchmark fails if it took longer).
 //   sched   scheduler.async_wait(due, handler) on a pool with --threads workers: the scheduler's
 //           timer on the io_context wakes one of its threads when the operation at the head of
-//           the pool's queue is due, and the handler runs there (the workers sleep).
+//           the pool's queue is due (plus the pool's timer_slack, 50 µs by default, which lets
+//           one wake-up take every timer that falls due meanwhile), and the handler runs there
+//           (the workers sleep).
+//   sched_no_slack  The same, with pool_options::timer_slack = 0 (wake on time).
 //   asio    steady_timer per timer, expires_at(due), async_wait(handler) (the io threads only,
 //           woken by the reactor's timerfd).
 //   The handler reads steady_clock::now() first thing. Counters: p50_us, p99_us, p999_us,
@@ -757,13 +761,34 @@ struct lateness_handler
     }
 };
 
-// range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = 1 for sched, 0 for asio.
+// W3's contestants: range(3) of its rows.
+enum w3_contestant : std::int64_t
+{
+    w3_asio = 0,
+    w3_sched = 1,
+    w3_sched_no_slack = 2,
+};
+
+// The contestant's CDF file name, without the extension.
+const char* w3_name(std::int64_t contestant)
+{
+    return contestant == w3_asio    ? "w3_asio"
+           : contestant == w3_sched ? "w3_sched"
+                                    : "w3_sched_no_slack";
+}
+
+// range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = a w3_contestant.
 void w3_lateness(benchmark::State& state)
 {
     const auto timers = static_cast<std::size_t>(state.range(0));
     const std::chrono::milliseconds window(state.range(1));
     const auto threads = static_cast<std::size_t>(state.range(2));
-    const bool use_sched = state.range(3) != 0;
+    const std::int64_t contestant = state.range(3);
+    const bool use_sched = contestant != w3_asio;
+    sched::pool_options options;
+    options.threads = threads;
+    if (contestant == w3_sched_no_slack)
+        options.timer_slack = 0ns;
     // Arming takes a few hundred ms on this machine (up to 400 for steady_timer): every timer is
     // armed before the first is due, or lateness would measure the arming.
     constexpr auto lead = 1000ms;
@@ -772,7 +797,7 @@ void w3_lateness(benchmark::State& state)
         lateness_run run(timers);
         asio::io_context io(static_cast<int>(threads));
         bench::io_threads io_threads(io, threads);
-        sched::scheduled_thread_pool pool(threads);
+        sched::scheduled_thread_pool pool(options);
         sched::scheduler scheduler(io, pool);
         std::vector<asio::steady_timer> asio_timers;
         asio_timers.reserve(use_sched ? 0 : timers);
@@ -820,8 +845,7 @@ void w3_lateness(benchmark::State& state)
         state.counters["errors"] = static_cast<double>(run.errors.load());
         state.counters["arm_ms"] = std::chrono::duration<double, std::milli>(arm_time).count();
         if (!lateness_out.empty() &&
-            !bench::write_cdf(lateness_out + (use_sched ? "/w3_sched.dat" : "/w3_asio.dat"),
-                              sorted))
+            !bench::write_cdf(lateness_out + "/" + w3_name(contestant) + ".dat", sorted))
             state.SkipWithError("W3: cannot write the lateness CDF to --lateness_out");
         if (early != 0 || run.errors != 0)
             state.SkipWithError("W3: a handler ran early or with an error");
@@ -878,12 +902,14 @@ int main(int argc, char** argv)
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
-    for (const auto& [name, use_sched] :
-         std::array{std::pair{"W3_lateness/sched", 1}, std::pair{"W3_lateness/asio", 0}})
+    for (const auto& [name, contestant] :
+         std::array{std::pair{"W3_lateness/sched", w3_sched},
+                    std::pair{"W3_lateness/sched_no_slack", w3_sched_no_slack},
+                    std::pair{"W3_lateness/asio", w3_asio}})
     {
         benchmark::RegisterBenchmark(name, w3_lateness)
-            ->Args({timers, window_ms, threads, use_sched})
-            ->ArgNames({"T", "window_ms", "threads", "sched"})
+            ->Args({timers, window_ms, threads, contestant})
+            ->ArgNames({"T", "window_ms", "threads", "contestant"})
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);

@@ -11,8 +11,8 @@
 #include <sched/detail/task.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <array>
@@ -104,7 +104,7 @@ public:
             return;
         try
         {
-            boost::asio::post(*io_, settle{this});
+            boost::asio::defer(*io_, settle{this}); // a continuation: no thread is woken for it
             settle_posted_ = true;
         }
         catch (...) // out of memory: they stop now
