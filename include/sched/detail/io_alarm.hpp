@@ -48,8 +48,9 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // timer that would wake in time rather than set it again, and when told to step down, it stops
 // its timers only once its io_context gets to a handler it posts for that: an operation armed
 // and cancelled at once, over and over (the last pending timeout of a connection), finds the
-// timer still waiting and costs no system call. A timer kept that way wakes early at most once
-// per operation, finds nothing due, and is set again.
+// timer still waiting and costs no system call. Each timer kept that way wakes early at most
+// once, finds nothing due, and is set again; one kept past what is needed now is moved or
+// stopped when the alarm next sets a timer.
 template <class Clock>
 class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
 {
@@ -83,15 +84,22 @@ public:
                 lead->wait(this, due);
             }
             timer& other = lead == &timers_[0] ? timers_[1] : timers_[0];
-            // Only an idle one: moving a waiting timer ends its wait, which the io_context then
-            // completes as a handler of its own, for nothing.
-            if (then != time_point::max() && then > due && !other.waiting())
+            const bool get_ready = then != time_point::max() && then > due;
+            // Moving a waiting timer ends its wait, which the io_context then completes as a
+            // handler of its own, for nothing: only one that waits past what is needed now.
+            const bool stale = other.waiting() && other.at > (get_ready ? then : due);
+            if (get_ready && (stale || !other.waiting()))
                 other.wait(this, then);
+            else if (stale)
+                other.cancel();
             leads_ = true;
             return true;
         }
         catch (...) // out of memory: a worker leads instead
         {
+            // Unless the queue steps it down now (it led), no settle may be coming.
+            if (!leads_ && !settle_posted_)
+                stop_timers();
             return false;
         }
     }
@@ -104,7 +112,8 @@ public:
             return;
         try
         {
-            boost::asio::defer(*io_, settle{this}); // a continuation: no thread is woken for it
+            // On a thread of the io_context, a continuation: no other thread wakes for it.
+            boost::asio::defer(*io_, settle{this});
             settle_posted_ = true;
         }
         catch (...) // out of memory: they stop now
@@ -113,8 +122,9 @@ public:
         }
     }
 
-    // The io_context is going: from now on the pool's workers lead. The tasks must have left the
-    // pool already (pool_access::abandon_context()); the alarm may be destroyed after this.
+    // The io_context is going (its shutdown, so no settle runs after this): from now on the
+    // pool's workers lead. The tasks must have left the pool already
+    // (pool_access::abandon_context()); the alarm may be destroyed after this.
     void retire() noexcept
     {
         link_->with_owner(
@@ -174,7 +184,7 @@ private:
         {
             std::uint64_t expected = wait_id;
             fired->armed.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
-            if (ec) // moved to another time, or stepped down
+            if (ec) // moved to another time, or stopped
                 return;
             // The handlers of the waits it runs run here too, after it, as Asio's timers'
             // would: no other handler and no other thread has to come first.
