@@ -441,6 +441,10 @@ private:
         return due <= now && due != time_point::max();
     }
 
+    // Pushes `task` if `allowed()`, called once under the lock the push takes: nullopt if it did
+    // not; otherwise whether the task became the head.
+    template <class Predicate>
+    std::optional<bool> push_checked(node& task, time_point due, Predicate& allowed);
     // Under the lock: pushes `task`; `far` is what far_shard_for() said with the recent reading
     // (a task it did not send there stays near; one it did is judged again by the clock).
     bool push_locked(node& task, time_point due, shard* far);
@@ -497,10 +501,19 @@ private:
     }
     // Under the lock and the shard's: adds `task` to `s`, moving the marker earlier if need be.
     void push_far(shard& s, node& task, time_point due);
+    // Under a shard's lock, and the main lock if `due` is before far_earliest(): a far task is
+    // now due at `due`; the marker moves earlier if need be (room for it made beforehand).
+    void far_task_due(time_point due) noexcept;
+    // Under every shard's lock: the shard whose first task comes out first; null if all are
+    // empty.
+    shard* first_shard() const noexcept;
     // Under the lock: moves the far tasks due by `limit` (the earliest `most` of them) to the
     // main heap, in due order, and puts the marker where the rest must move.
     void move_far_tasks(time_point limit,
                         std::size_t most = std::numeric_limits<std::size_t>::max()) noexcept;
+    // Under the lock: before a task is pushed or moved to `due` in the main heap, moves the far
+    // tasks it would pass; returns whether it looked (the task's position may have changed).
+    bool move_far_tasks_before(time_point due) noexcept;
     // Under the lock, at `now`: moves the far tasks if the marker is due.
     void move_far_tasks_if_due(time_point now) noexcept;
     // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max().

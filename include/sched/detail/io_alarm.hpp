@@ -68,7 +68,7 @@ public:
 
     bool lead_until(time_point due, time_point then) noexcept override
     {
-        if (!leading_)
+        if (!may_lead_)
             return false;
         std::lock_guard lock(timers_mutex_);
         try
@@ -128,7 +128,7 @@ public:
     void retire() noexcept
     {
         link_->with_owner(
-            [this] { pool_access::dismiss(*pool_, *this, [this] { leading_ = false; }); });
+            [this] { pool_access::dismiss(*pool_, *this, [this] { may_lead_ = false; }); });
     }
 
 private:
@@ -234,7 +234,7 @@ private:
     basic_scheduled_thread_pool<Clock>* pool_;
     std::shared_ptr<owner_link<Clock>> link_; // says whether the pool is still there
     completions* done_;
-    bool leading_ = true; // guarded by the pool's queue lock
+    bool may_lead_ = true; // guarded by the pool's queue lock
     // Guards the timers, which the pool's queue uses under its lock, and settle on its own.
     atomic_mutex timers_mutex_;
     std::uint64_t waits_ = 0;    // guarded by timers_mutex_, as are the rest

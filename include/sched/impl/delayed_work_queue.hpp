@@ -83,35 +83,32 @@ auto basic_delayed_work_queue<Clock>::peek() const -> const node*
     std::lock_guard lock(mutex_);
     const shards_lock far(*this);
     const entry* first = heap_.first_except(&marker_);
-    for (const std::unique_ptr<shard>& s : shards_)
-    {
-        // A far task due with a main one came later (a push moves the far ones first).
-        if (!s->tasks.empty() && (!first || s->tasks.front().due < first->due))
-            first = &s->tasks.front();
-    }
+    // A far task due with a main one came later (a push moves the far ones first).
+    if (const shard* s = first_shard(); s && (!first || s->tasks.front().due < first->due))
+        first = &s->tasks.front();
     return first ? first->task : nullptr;
 }
 
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
 {
-    shard* const far = far_shard_for(task, due, recent_now());
-    if (far)
-    {
-        std::lock_guard shard_lock(far->mutex);
-        if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
-        {
-            push_far(*far, task, due);
-            return false;
-        }
-    }
-    std::lock_guard lock(mutex_);
-    return push_locked(task, due, far);
+    auto always = [] {
+        return true;
+    };
+    return *push_checked(task, due, always);
 }
 
 template <class Clock>
 template <class Predicate>
 bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predicate allowed)
+{
+    return push_checked(task, due, allowed).has_value();
+}
+
+template <class Clock>
+template <class Predicate>
+std::optional<bool>
+basic_delayed_work_queue<Clock>::push_checked(node& task, time_point due, Predicate& allowed)
 {
     // The common far push takes its shard's lock only; one that would move the marker takes the
     // main lock first.
@@ -122,16 +119,15 @@ bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predic
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
         {
             if (!allowed())
-                return false;
+                return std::nullopt;
             push_far(*far, task, due);
-            return true;
+            return false;
         }
     }
     std::lock_guard lock(mutex_);
     if (!allowed())
-        return false;
-    (void)push_locked(task, due, far);
-    return true;
+        return std::nullopt;
+    return push_locked(task, due, far);
 }
 
 template <class Clock>
@@ -172,13 +168,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due, sh
         push_far(*s, task, due);
         return false;
     }
-    if (!shards_.empty() && due >= far_earliest() && due != time_point::max())
-    {
-        // Far tasks due by then were pushed earlier: they move first, to come out first. So do
-        // the others that a push could pass, so that the next push need not move them. (A task
-        // due "never" never comes out, so it passes nothing.)
-        move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
-    }
+    move_far_tasks_before(due);
     if (heap_.push(task, due, next_seq_++) != 0)
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
@@ -192,9 +182,14 @@ void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point 
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     (void)s.tasks.push(task, due, s.next_seq++);
+    far_task_due(due); // only from push_locked() if earlier, under the main lock
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::far_task_due(time_point due) noexcept
+{
     if (due < far_earliest())
     {
-        // Only from push_locked(), under the main lock (the marker may need room: see there).
         far_earliest_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
         place_marker();
     }
@@ -225,21 +220,26 @@ void basic_delayed_work_queue<Clock>::place_marker() noexcept
 }
 
 template <class Clock>
+auto basic_delayed_work_queue<Clock>::first_shard() const noexcept -> shard*
+{
+    // Between shards, equal due times go in shard order.
+    shard* first = nullptr;
+    for (const std::unique_ptr<shard>& s : shards_)
+    {
+        if (!s->tasks.empty() && (!first || s->tasks.front().due < first->tasks.front().due))
+            first = s.get();
+    }
+    return first;
+}
+
+template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size_t most) noexcept
 {
     const shards_lock far(*this);
     for (std::size_t moved = 0; moved < most; ++moved)
     {
-        // The shard whose first task comes out first; between shards, equal due times go in
-        // shard order.
-        shard* from = nullptr;
-        for (const std::unique_ptr<shard>& s : shards_)
-        {
-            if (!s->tasks.empty() && s->tasks.front().due <= limit &&
-                (!from || s->tasks.front().due < from->tasks.front().due))
-                from = s.get();
-        }
-        if (!from)
+        shard* const from = first_shard();
+        if (!from || from->tasks.front().due > limit)
             break;
         try
         {
@@ -253,17 +253,25 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
         node* const task = from->tasks.pop_front();
         (void)heap_.push(*task, due, next_seq_++);
     }
-    time_point earliest = time_point::max();
-    for (const std::unique_ptr<shard>& s : shards_)
-    {
-        if (!s->tasks.empty())
-            earliest = std::min(earliest, s->tasks.front().due);
-    }
+    const shard* const next = first_shard();
+    const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
     place_marker();
     if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::move_far_tasks_before(time_point due) noexcept
+{
+    if (shards_.empty() || due < far_earliest() || due == time_point::max())
+        return false;
+    // Far tasks due by then were pushed earlier: they move first, to come out first. So do the
+    // others that a push could pass, so that the next push need not move them. (A task due
+    // "never" never comes out, so it passes nothing.)
+    move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
+    return true;
 }
 
 template <class Clock>
@@ -516,12 +524,8 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     std::optional<std::size_t> i = heap_.find(task);
     if (i && &task != &marker_)
     {
-        if (!shards_.empty() && due >= far_earliest() && due != time_point::max())
-        {
-            // Far tasks due by then were pushed earlier: they move first, to come out first.
-            move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
+        if (move_far_tasks_before(due))
             i = heap_.find(task);
-        }
         const time_point was = heap_[*i].due;
         const std::size_t at = heap_.move(*i, due, next_seq_++);
         if (at == 0 && due < was)
@@ -557,11 +561,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     if (!at)
         return false;
     (void)s.tasks.move(*at, due, s.next_seq++);
-    if (due < far_earliest())
-    {
-        far_earliest_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
-        place_marker(); // it is queued: it moves
-    }
+    far_task_due(due);
     return true;
 }
 
