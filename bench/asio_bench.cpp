@@ -41,7 +41,9 @@
 //   asio_reuse  Asio's cheapest idiom: the timer of the oldest timeout is reused for the new one
 //               (expires_after cancels its pending wait; then a new async_wait).
 //   asio_slot   As asio_reuse, but cancelled as sched is, through a cancellation signal per timer.
-//   All draw the same timeouts from the same random sequence.
+//   All draw the same timeouts from the same random sequence. The row runs twice: with a
+//   16-byte handler (a small capture) and with a 112-byte one (handler_bytes:112), as large as a
+//   coroutine's (use_awaitable) or a lambda's that holds a few shared_ptrs.
 //
 // W1 (row W1_arm_cancel_asio_front): P standing timeouts due in [10 s, 30 s]; each operation
 // arms a 30 s timeout and cancels it at once. A second row has no standing timeouts (P = 0: the
@@ -174,6 +176,17 @@ struct counted_handler
         else
             ++log->other;
     }
+};
+
+// A handler as large as a coroutine's (use_awaitable's makes sched's operation 80 bytes larger
+// than counted_handler's) or a lambda holding a few shared_ptrs: counted_handler and 96 bytes it
+// carries along.
+struct large_handler
+{
+    counted_handler counted;
+    std::array<std::byte, 96> payload{};
+
+    void operator()(const error_code& ec) const { counted(ec); }
 };
 
 // Runs `ops` calls of `op` in chunks, each chunk inside a handler on `io`, each followed by poll()
@@ -327,6 +340,7 @@ std::string check_ran_once(const std::string& name, const handler_log& log, std:
 // W1 as the workload defines it: P pending timeouts; each operation cancels the oldest and arms a
 // new one. Timeout k of the ring is cancelled through signal k, then signal k's slot takes the new
 // timeout (the cancelled operation's completion, still queued, no longer owns the slot).
+template <class Handler>
 class w1_sched final : public contestant
 {
 public:
@@ -365,8 +379,8 @@ public:
 private:
     void arm(std::size_t k)
     {
-        scheduler_.async_wait(timeout(rng_),
-                              asio::bind_cancellation_slot(signals_[k].slot(), next_handler()));
+        scheduler_.async_wait(timeout(rng_), asio::bind_cancellation_slot(signals_[k].slot(),
+                                                                          Handler{next_handler()}));
     }
 
     asio::io_context io_{1};
@@ -383,6 +397,7 @@ private:
 // a timer per pending timeout reused for the one that replaces it: expires_after (which cancels
 // the pending wait) and a new async_wait. "asio_slot": reused, and cancelled as sched is, through
 // a cancellation signal per timer.
+template <class Handler>
 class w1_asio final : public contestant
 {
 public:
@@ -443,7 +458,7 @@ private:
     {
         asio::steady_timer& timer = *timers_[k];
         timer.expires_after(timeout(rng_));
-        const counted_handler handler{&log_, next_id_++};
+        const Handler handler{next_handler()};
         if (way_ == way::slot)
             timer.async_wait(asio::bind_cancellation_slot(signals_[k].slot(), handler));
         else
@@ -458,20 +473,31 @@ private:
     std::size_t oldest_ = 0;
 };
 
-// range(0) = P, range(1) = M, range(2) = rounds.
-void w1_churn(benchmark::State& state)
+template <class Handler>
+void w1_churn_with(benchmark::State& state)
 {
     const auto p = static_cast<std::size_t>(state.range(0));
     const std::int64_t m = state.range(1);
+    using asio_side = w1_asio<Handler>;
     for (auto _ : state)
     {
         std::vector<std::unique_ptr<contestant>> all;
-        all.push_back(std::make_unique<w1_sched>(p, m));
-        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::new_timer));
-        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::reuse));
-        all.push_back(std::make_unique<w1_asio>(p, m, w1_asio::way::slot));
+        all.push_back(std::make_unique<w1_sched<Handler>>(p, m));
+        all.push_back(std::make_unique<asio_side>(p, m, asio_side::way::new_timer));
+        all.push_back(std::make_unique<asio_side>(p, m, asio_side::way::reuse));
+        all.push_back(std::make_unique<asio_side>(p, m, asio_side::way::slot));
         run_interleaved(state, all, m, state.range(2));
     }
+}
+
+// range(0) = P, range(1) = M, range(2) = rounds, range(3) = the handler's size in bytes.
+void w1_churn(benchmark::State& state)
+{
+    static_assert(sizeof(counted_handler) == 16 && sizeof(large_handler) == 112);
+    if (state.range(3) == sizeof(large_handler))
+        w1_churn_with<large_handler>(state);
+    else
+        w1_churn_with<counted_handler>(state);
 }
 
 // ----- W1, arm and cancel at once -----------------------------------------------------------
@@ -884,8 +910,9 @@ int main(int argc, char** argv)
     lateness_out = flags.text("lateness_out");
 
     benchmark::RegisterBenchmark("W1_churn_asio_front", w1_churn)
-        ->Args({p, m, rounds})
-        ->ArgNames({"P", "M", "rounds"})
+        ->Args({p, m, rounds, sizeof(counted_handler)})
+        ->Args({p, m, rounds, sizeof(large_handler)})
+        ->ArgNames({"P", "M", "rounds", "handler_bytes"})
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);

@@ -8,10 +8,19 @@
 
 namespace sched::detail {
 
-// Memory for task nodes. Each thread keeps a few freed blocks of each small size class and hands
-// them out again before asking operator new: arming and cancelling a timeout in a loop then costs
-// no trip through malloc. A block may be freed on any thread; it joins that thread's cache, or
-// goes back to operator delete once the cache is full (so idle memory stays bounded).
+// Memory for task nodes. Each thread keeps up to 256 freed blocks of each size class (up to
+// max_recycled_size) and hands them out again before asking operator new: arming and cancelling
+// timeouts in a loop then costs no trip through malloc, with a small handler or a coroutine's. A
+// block may be freed on any thread; it joins that thread's cache, or goes back to operator delete
+// once the cache is full (so idle memory stays bounded). Blocks above max_recycled_size, and every
+// block under AddressSanitizer (so that it sees each use), go straight to operator new and delete.
+inline constexpr std::size_t max_recycled_size = 1024;
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool recycles_blocks = false;
+#else
+inline constexpr bool recycles_blocks = true;
+#endif
+
 void* recycled_allocate(std::size_t size);
 void recycled_deallocate(void* block, std::size_t size) noexcept;
 
