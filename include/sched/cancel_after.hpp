@@ -119,8 +119,8 @@ public:
     {
         using handler_type = std::decay_t<Handler>;
         const auto ex = boost::asio::get_associated_executor(handler, default_executor());
-        const auto alloc =
-            boost::asio::get_associated_allocator(handler, recycling_allocator<void>());
+        const auto alloc = node_allocator(
+            boost::asio::get_associated_allocator(handler, recycling_allocator<void>()));
         using timeout =
             timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(alloc)>>;
         timeout* t = timeout::create(scheduler_->pool(), ex, alloc, type_);

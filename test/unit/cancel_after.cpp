@@ -1,13 +1,26 @@
 #include <sched/cancel_after.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" // as in scheduler_tokens.cpp
+#endif
+#include <boost/asio/use_future.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #include <boost/test/unit_test.hpp>
 
+#include <future>
 #include <optional>
+#include <utility>
 
 #include "support/io_fixture.hpp"
+#include "support/recycler_probe.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -94,6 +107,30 @@ BOOST_FIXTURE_TEST_CASE(cancellation_on_the_callers_own_slot_reaches_the_operati
     complete_one();
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
     BOOST_TEST(pool.queue().size() == 0u); // the wait and its timeout
+}
+
+// The timeout's memory comes from the handler's allocator, or from the recycler when that is
+// std::allocator (use_future's). The operation bounded here keeps its handler in an
+// any_completion_handler, whose memory is not the recycler's.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(sched::test::recycling))
+BOOST_FIXTURE_TEST_CASE(a_timeout_for_a_use_future_caller_takes_its_memory_from_the_recycler,
+                        cancel_after_fixture)
+{
+    // Emplaced: Boost 1.81's any_completion_handler cannot be assigned to (it wraps itself).
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    auto park = [&](auto handler) {
+        parked.emplace(std::move(handler));
+    };
+    const sched::test::recycler_probe probe;
+    auto token = sched::cancel_after(scheduler, 1h, boost::asio::use_future);
+    std::future<void> done =
+        boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    BOOST_TEST(probe.taken() > 0u);
+    BOOST_TEST(pool.queue().size() == 1u); // the timeout
+    std::move (*parked)(error_code());
+    BOOST_REQUIRE_NO_THROW(done.get());
+    BOOST_TEST(pool.queue().size() == 0u);
+    run_to_end();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,9 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "support/recycler_probe.hpp"
+
 using sched::detail::max_recycled_size;
 using sched::detail::recycled_allocate;
 using sched::detail::recycled_deallocate;
+using sched::test::address;
+using sched::test::recycling;
 
 namespace {
 
@@ -27,12 +31,6 @@ auto on_new_thread(F f)
     decltype(f()) result{};
     std::thread([&] { result = f(); }).join();
     return result;
-}
-
-// Where a block was, as a number (it may be freed by the time it is compared).
-std::uintptr_t address(const void* block)
-{
-    return reinterpret_cast<std::uintptr_t>(block);
 }
 
 // What a test saw on its thread, checked on the test runner's.
@@ -56,15 +54,6 @@ const std::vector<std::size_t> recycled_sizes{8, 56, 232, 256, 257, 296, 700, ma
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_recycler)
-
-// Under AddressSanitizer every block goes to operator new and delete (recycles_blocks is false),
-// so the tests of what the recycler keeps are skipped there.
-boost::test_tools::assertion_result recycling(boost::unit_test::test_unit_id)
-{
-    boost::test_tools::assertion_result result(sched::detail::recycles_blocks);
-    result.message() << "no block is recycled under AddressSanitizer";
-    return result;
-}
 
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
 BOOST_DATA_TEST_CASE(a_freed_block_is_handed_out_again_for_the_same_size,

@@ -52,6 +52,7 @@
 #include "support/counter.hpp"
 #include "support/counting_allocator.hpp"
 #include "support/io_fixture.hpp"
+#include "support/recycler_probe.hpp"
 #include "support/wait.hpp"
 
 // Every completion token Asio 1.26 offers, on the scheduler's three kinds of operation: each test
@@ -201,6 +202,20 @@ BOOST_FIXTURE_TEST_CASE(use_future_of_a_cancelled_operation_throws_operation_abo
     settle(pool);
     BOOST_TEST(!ran);
     run_to_end(); // the operations have let go of the io_context: it may be destroyed
+}
+
+// use_future's handler names std::allocator, as its allocator: the operation's memory then comes
+// from the recycler, as it does for a handler with no allocator (Asio recycles its own
+// operations alike).
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(sched::test::recycling))
+BOOST_FIXTURE_TEST_CASE(use_future_operations_take_their_memory_from_the_recycler, tokens_fixture)
+{
+    const sched::test::recycler_probe probe;
+    std::future<void> waited = scheduler.async_wait(10s, boost::asio::use_future);
+    BOOST_TEST(probe.taken() > 0u);
+    manual_clock::advance(10s);
+    BOOST_REQUIRE_NO_THROW(waited.get());
+    run_to_end();
 }
 
 BOOST_FIXTURE_TEST_CASE(use_awaitable_resumes_the_coroutine_with_the_value_or_the_exception,

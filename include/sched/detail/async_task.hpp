@@ -128,8 +128,10 @@ public:
     using work_result = typename std::conditional_t<Kind == async_kind::schedule,
                                                     task_result<Work>,
                                                     std::type_identity<void>>::type;
-    using allocator_type = typename std::allocator_traits<
-        boost::asio::associated_allocator_t<Handler, recycling_allocator<void>>>::
+    // The handler's allocator; the recycler if it has none or names std::allocator (as
+    // use_future does), as Asio recycles its own operations then.
+    using allocator_type = typename std::allocator_traits<decltype(node_allocator(
+        std::declval<boost::asio::associated_allocator_t<Handler, recycling_allocator<void>>>()))>::
         template rebind_alloc<async_task>;
 
     struct options
@@ -161,8 +163,8 @@ public:
                                                   time_point due,
                                                   options opts)
     {
-        allocator_type alloc(
-            boost::asio::get_associated_allocator(handler, recycling_allocator<void>()));
+        allocator_type alloc(node_allocator(
+            boost::asio::get_associated_allocator(handler, recycling_allocator<void>())));
         async_task* t = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try
         {
