@@ -78,7 +78,8 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * the initiating function or a cancellation emit; it runs through its associated executor, on
  * which (and on the scheduler's executor) outstanding work is counted until then; the
  * operation's memory comes from the handler's associated allocator (a recycling allocator by
- * default) and is freed before the handler runs; handlers may be move-only.
+ * default or for std::allocator) and is freed before the handler runs; handlers may be
+ * move-only.
  *
  * Per-operation cancellation (the handler's associated cancellation slot) accepts terminal,
  * partial and total cancellation before the work runs: the operation leaves the queue and
