@@ -942,10 +942,5 @@ int main(int argc, char** argv)
             ->Unit(benchmark::kMillisecond);
     }
 
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv))
-        return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return bench::run_registered(argc, argv);
 }

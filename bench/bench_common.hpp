@@ -1,6 +1,6 @@
 // Helpers shared by the benchmark executables: a cheap random generator, VmRSS from
-// /proc/self/status, malloc_trim, command-line sizes, counters that read as "ns per item", and
-// lateness percentiles and CDF files for scripts/bench.sh's plots.
+// /proc/self/status, malloc_trim, process CPU time, command-line sizes, counters that read as "ns
+// per item", and lateness percentiles and CDF files for scripts/bench.sh's plots.
 //
 // Every size in the workloads (see /work/shared/workloads.md) is a flag: each executable takes its
 // own `--name=value` flags (listed by --help), mixed freely with the Google Benchmark ones.
@@ -22,6 +22,7 @@
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 namespace bench {
 
@@ -105,6 +106,17 @@ std::chrono::nanoseconds timed(F&& f)
     const auto start = std::chrono::steady_clock::now();
     f();
     return std::chrono::steady_clock::now() - start;
+}
+
+/// Process CPU time, user + sys (getrusage(RUSAGE_SELF)), all threads.
+inline std::chrono::nanoseconds process_cpu_time()
+{
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const auto tv = [](const timeval& t) {
+        return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
+    };
+    return tv(usage.ru_utime) + tv(usage.ru_stime);
 }
 
 /// The q-quantile (0 <= q <= 1) of sorted nanosecond samples, in microseconds.
@@ -244,6 +256,18 @@ private:
 
     std::vector<flag> known_;
 };
+
+/// Runs the benchmarks registered so far, with the Google Benchmark flags left in argv (after
+/// flags::parse()); returns main()'s exit status.
+inline int run_registered(int& argc, char** argv)
+{
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv))
+        return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
 
 } // namespace bench
 

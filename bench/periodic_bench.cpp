@@ -102,7 +102,6 @@
 
 #include "bench_common.hpp"
 #include "io_threads.hpp"
-#include <sys/resource.h>
 
 namespace {
 
@@ -148,17 +147,6 @@ const char* name_of(contestant c)
         return "asio";
     }
     return "?";
-}
-
-// Process CPU time, user + sys (getrusage(RUSAGE_SELF)), all threads.
-std::chrono::nanoseconds process_cpu_time()
-{
-    rusage usage{};
-    ::getrusage(RUSAGE_SELF, &usage);
-    const auto tv = [](const timeval& t) {
-        return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
-    };
-    return tv(usage.ru_utime) + tv(usage.ru_stime);
 }
 
 // ----- what the ticks record -----------------------------------------------------------------
@@ -230,9 +218,9 @@ struct w4_run
     {
         armed = clock_type::now();
         std::this_thread::sleep_until(start);
-        const auto cpu_start = process_cpu_time();
+        const auto cpu_start = bench::process_cpu_time();
         std::this_thread::sleep_until(stop);
-        return process_cpu_time() - cpu_start;
+        return bench::process_cpu_time() - cpu_start;
     }
 
     // The ideal time of an item's tick `index`.
@@ -527,10 +515,5 @@ int main(int argc, char** argv)
             ->Unit(benchmark::kMillisecond);
     }
 
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv))
-        return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return bench::run_registered(argc, argv);
 }

@@ -626,10 +626,5 @@ int main(int argc, char** argv)
     w2("W2_mass_pending/sched", w2_sched);
     w2("W2_mass_pending/asio", w2_asio);
 
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv))
-        return 1;
-    benchmark::RunSpecifiedBenchmarks();
-    benchmark::Shutdown();
-    return 0;
+    return bench::run_registered(argc, argv);
 }

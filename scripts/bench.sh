@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Release and runs the whole benchmark suite: the workloads W1-W5 of shared/workloads.md,
 # sched beside Boost.Asio's steady_timer (and libuv, Boost.Heap where the rows say so) in the same
-# run. Then it rewrites the generated section of docs/performance.md (medians, ratios, targets,
-# the machine it ran on) and draws docs/img/*.png with gnuplot. A few minutes on 2 cores.
+# run, and the machine's floor for a timed wake-up. Then it rewrites the generated section of
+# docs/performance.md (medians, ratios, targets, the machine it ran on) and draws docs/img/*.png
+# with gnuplot. A few minutes on 2 cores.
 #
 #   ./scripts/bench.sh                  # 3 repetitions of every row, medians reported
 #   REPETITIONS=5 ./scripts/bench.sh    # more repetitions
@@ -26,7 +27,7 @@ fi
 
 cmake --preset release >/dev/null
 cmake --build --preset release --target \
-    sched_bench_queue sched_bench_pool sched_asio_bench sched_bench_periodic
+    sched_bench_queue sched_bench_pool sched_asio_bench sched_bench_periodic sched_bench_floor
 
 bin=build/release/bench
 out=build/release/bench-results
@@ -40,11 +41,13 @@ if [ -n "${QUICK:-}" ]; then
     pool_sizes=(--p=10k,100k --p2=100k --m=200k --n=100k)
     asio_sizes=(--p=100k --m=200k --n=100k --resets=200k --timers=20k --window_ms=500)
     periodic_sizes=(--items=1000 --seconds=1)
+    floor_sizes=(--wakeups=2k)
 else
     queue_sizes=(--p=10k,100k,1M,10M)
     pool_sizes=(--p=10k,100k,1M,10M --p2=100k)
     asio_sizes=()
     periodic_sizes=()
+    floor_sizes=()
 fi
 common=(--benchmark_repetitions="$repetitions" --benchmark_enable_random_interleaving=true
     --benchmark_report_aggregates_only=true --benchmark_out_format=json)
@@ -62,6 +65,7 @@ run queue "$bin/sched_bench_queue" "${queue_sizes[@]}" \
 run pool "$bin/sched_bench_pool" "${pool_sizes[@]}" --benchmark_filter='-asio_reuse'
 run asio "$bin/sched_asio_bench" "${asio_sizes[@]}" --lateness_out="$out"
 run periodic "$bin/sched_bench_periodic" "${periodic_sizes[@]}" --lateness_out="$out"
+run floor "$bin/sched_bench_floor" "${floor_sizes[@]}"
 
 python3 scripts/bench_report.py --results "$out" --doc docs/performance.md --img docs/img \
     --repetitions "$repetitions" ${QUICK:+--quick}

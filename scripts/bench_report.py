@@ -300,6 +300,54 @@ def periodic_section(r, rows, results, img):
                                   for n, label, _ in found], "W4: fixed-rate heartbeats")
 
 
+def args_of(entry):
+    """The arguments in a row's run name, e.g. {"N": "10000", "period_ms": "100"}."""
+    return dict(p.split(":", 1) for p in entry["run_name"].split("/") if ":" in p)
+
+
+def floor_section(r, rows, asio, periodic):
+    """What a bare wake-up gives on this machine, and what that leaves of W3's and W4's targets."""
+    found = [(label, find(rows, "Floor_wakeup/" + n))
+             for n, label in (("sleep", "`clock_nanosleep`, timer slack 1 ns (the pool's workers)"),
+                              ("asio_timer", "a `steady_timer` alone (Asio's reactor, `timerfd`; "
+                                             "the scheduler's alarm)"))]
+    found = [(label, e) for label, e in found if e]
+    if not found:
+        return
+    gap = args_of(found[0][1])["gap_us"]
+    r.add("### The machine's floor (`sched_bench_floor`), one thread", "")
+    r.add(f"A wake-up with nothing around it: one thread sleeps until due times {gap} µs apart "
+          "(no queue, no lock, no handler but the one that records). No timer that sleeps does "
+          "better on this machine.", "")
+    r.table(["bare wake-up", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "CPU µs per wake-up"],
+            [[label, num(e["p50_us"], 0), num(e["p99_us"], 0), num(e["p999_us"], 0),
+              num(e["max_us"], 0), num(e["cpu_us_per_wakeup"], 1)] for label, e in found])
+    floor_p99 = min(e["p99_us"] for _, e in found)
+    floor_cpu = min(e["cpu_us_per_wakeup"] for _, e in found)
+
+    w3 = find(asio, "W3_lateness/asio")
+    if w3:
+        goal = 0.5 * w3["p99_us"]
+        r.add(f"- W3: the target, 0.5× `steady_timer`'s p99, is {goal:.0f} µs; a bare wake-up's "
+              f"p99 is {floor_p99:.0f} µs" +
+              (": the target is below the machine's floor." if goal < floor_p99 else "."))
+    w4 = find(periodic, "W4_heartbeats/asio")
+    if w4:
+        shape = args_of(w4)
+        tick_gap = int(shape["period_ms"]) * 1000 / int(shape["N"])  # µs between two ticks
+        budget = 0.15 * w4["cpu_ms_per_1k_ticks"]  # ms per 1,000 ticks = µs per tick
+        ticks = floor_cpu / budget
+        window = ticks * tick_gap
+        r.add(f"- W4: ticks fall due every {tick_gap:g} µs. The target, 0.15× `steady_timer`'s "
+              f"CPU, is {budget:.2f} ms per 1,000 ticks. At {floor_cpu:.1f} µs of CPU per bare "
+              f"wake-up, a design that sleeps must take at least {ticks:.0f} ticks per wake-up, "
+              f"even if the ticks cost nothing: a window of {window:.0f} µs. Its ticks wait up to "
+              f"that window, plus the wake-up's own lateness (p99 {floor_p99:.0f} µs): about "
+              f"{window + floor_p99:.0f} µs at p99, against `steady_timer`'s "
+              f"{w4['p99_us']:.0f} µs.")
+    r.add("")
+
+
 def gnuplot(script):
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
@@ -360,6 +408,7 @@ def main():
     pool = load(os.path.join(args.results, "pool.json"))
     asio = load(os.path.join(args.results, "asio.json"))
     periodic = load(os.path.join(args.results, "periodic.json"))
+    floor = load(os.path.join(args.results, "floor.json"))
 
     dat = os.path.join(args.results, "w1_scaling.dat")
     body = Report()
@@ -369,6 +418,7 @@ def main():
     pool_w2_section(body, pool)
     asio_section(body, asio, args.results, args.img)
     periodic_section(body, periodic, args.results, args.img)
+    floor_section(body, floor, asio, periodic)
     plot_scaling(dat, args.img)
 
     model, cores, compiler = machine()

@@ -1,0 +1,176 @@
+// The machine's floor for timed wake-ups: how late a thread that sleeps until a due time wakes,
+// and what one such wake-up costs in CPU, with no timer library around it (no queue, no lock, no
+// handler but the one that records). No timer that sleeps can do better on the same machine, so
+// these rows say what W3's lateness and W4's CPU (see /work/shared/workloads.md) can reach here.
+//
+// Rows, one thread each (the benchmark's), K wake-ups (--wakeups) due G apart (--gap_us), each
+// due time absolute (start + k·G; one already passed is moved to now + G, so that every sleep is
+// a real one):
+//   Floor_wakeup/sleep       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) with the thread's
+//                            timer slack at 1 ns, as the pool's workers set theirs (a futex wait
+//                            with a timeout takes the same path in the kernel).
+//   Floor_wakeup/asio_timer  one steady_timer on an io_context run by this thread, re-armed by its
+//                            handler (expires_at, async_wait): how Asio's reactor wakes, through
+//                            its timerfd, and how sched's scheduler wakes an io_context.
+//
+// Lateness = steady_clock::now() on waking (first thing in the handler) − the due time. Counters:
+// wakeups, p50_us, p99_us, p999_us, max_us, early (wake-ups before their due time: must be 0;
+// fails the benchmark otherwise), cpu_us_per_wakeup (process user + sys CPU over the row / K).
+//
+// Sizes are flags (see --help). The machine is shared and noisy: run several times and quote
+// medians.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include <sys/prctl.h>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+namespace asio = boost::asio;
+
+enum class waker
+{
+    sleep,
+    asio_timer,
+};
+
+// The due times of one row: start + k·gap, moved to now + gap when already passed.
+class due_times
+{
+public:
+    explicit due_times(std::chrono::microseconds gap) : gap_(gap), next_(clock_type::now() + gap) {}
+
+    clock_type::time_point next()
+    {
+        const clock_type::time_point due = next_;
+        next_ += gap_;
+        const clock_type::time_point now = clock_type::now();
+        if (next_ <= now)
+            next_ = now + gap_;
+        return due;
+    }
+
+private:
+    clock_type::duration gap_;
+    clock_type::time_point next_;
+};
+
+// Sleeps until each due time with the thread's timer slack at 1 ns; records the lateness.
+void sleep_until_each(due_times& due, std::int64_t wakeups, std::vector<std::int64_t>& late)
+{
+    const int slack = ::prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+    (void)::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    for (std::int64_t k = 0; k < wakeups; ++k)
+    {
+        const clock_type::time_point at = due.next();
+        const auto ns = at.time_since_epoch() / std::chrono::nanoseconds(1);
+        const timespec ts{static_cast<std::time_t>(ns / 1'000'000'000),
+                          static_cast<long>(ns % 1'000'000'000)};
+        while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0)
+        {} // interrupted by a signal: sleep on
+        late.push_back((clock_type::now() - at).count());
+    }
+    if (slack > 0)
+        (void)::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0UL, 0UL, 0UL);
+}
+
+// A steady_timer re-armed by its own handler until `wakeups` have run; records the lateness.
+void wait_on_timer_each(due_times& due,
+                        std::int64_t wakeups,
+                        std::vector<std::int64_t>& late,
+                        std::int64_t& errors)
+{
+    asio::io_context io(1);
+    asio::steady_timer timer(io);
+    std::int64_t left = wakeups;
+    auto arm = [&](auto& self) -> void {
+        timer.expires_at(due.next());
+        timer.async_wait([&, self](const boost::system::error_code& ec) {
+            const clock_type::time_point now = clock_type::now();
+            if (ec)
+                ++errors;
+            late.push_back((now - timer.expiry()).count());
+            if (--left > 0)
+                self(self);
+        });
+    };
+    arm(arm);
+    io.run();
+}
+
+void floor_wakeup(benchmark::State& state, waker how)
+{
+    const std::int64_t wakeups = state.range(0);
+    const std::chrono::microseconds gap(state.range(1));
+    for (auto _ : state)
+    {
+        std::vector<std::int64_t> late;
+        late.reserve(static_cast<std::size_t>(wakeups));
+        std::int64_t errors = 0;
+        due_times due(gap);
+        const std::chrono::nanoseconds cpu_before = bench::process_cpu_time();
+        const std::chrono::nanoseconds elapsed = bench::timed([&] {
+            if (how == waker::sleep)
+                sleep_until_each(due, wakeups, late);
+            else
+                wait_on_timer_each(due, wakeups, late, errors);
+        });
+        const std::chrono::nanoseconds cpu = bench::process_cpu_time() - cpu_before;
+        state.SetIterationTime(std::chrono::duration<double>(elapsed).count());
+
+        std::sort(late.begin(), late.end());
+        const auto early = std::count_if(late.begin(), late.end(), [](auto l) { return l < 0; });
+        if (errors != 0 || early != 0 || static_cast<std::int64_t>(late.size()) != wakeups)
+        {
+            state.SkipWithError(("wake-ups: " + std::to_string(late.size()) + " of " +
+                                 std::to_string(wakeups) + ", early " + std::to_string(early) +
+                                 ", errors " + std::to_string(errors))
+                                    .c_str());
+            return;
+        }
+        state.counters["wakeups"] = static_cast<double>(wakeups);
+        state.counters["p50_us"] = bench::percentile_us(late, 0.50);
+        state.counters["p99_us"] = bench::percentile_us(late, 0.99);
+        state.counters["p999_us"] = bench::percentile_us(late, 0.999);
+        state.counters["max_us"] = static_cast<double>(late.back()) / 1000.0;
+        state.counters["early"] = static_cast<double>(early);
+        state.counters["cpu_us_per_wakeup"] =
+            static_cast<double>(cpu.count()) / 1000.0 / static_cast<double>(wakeups);
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    bench::flags flags({
+        {"wakeups", "20k", "wake-ups per row (K)"},
+        {"gap_us", "100", "time between two due times, in µs (G)"},
+    });
+    flags.parse(argc, argv);
+    const std::int64_t wakeups = flags.size("wakeups");
+    const std::int64_t gap_us = flags.size("gap_us");
+
+    for (const auto& [name, how] : {std::pair{"Floor_wakeup/sleep", waker::sleep},
+                                    std::pair{"Floor_wakeup/asio_timer", waker::asio_timer}})
+    {
+        benchmark::RegisterBenchmark(name, floor_wakeup, how)
+            ->Args({wakeups, gap_us})
+            ->ArgNames({"K", "gap_us"})
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+
+    return bench::run_registered(argc, argv);
+}
