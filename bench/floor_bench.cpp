@@ -17,6 +17,9 @@
 // wakeups, p50_us, p99_us, p999_us, max_us, early (wake-ups before their due time: must be 0;
 // fails the benchmark otherwise), cpu_us_per_wakeup (process user + sys CPU over the row / K).
 //
+// --lateness_out=DIR (default: off) writes DIR/floor_<row>.dat (sleep, asio_timer): the empirical
+// CDF of the lateness, as the W3 and W4 rows write theirs, so that their plots can show the floor.
+//
 // Sizes are flags (see --help). The machine is shared and noisy: run several times and quote
 // medians.
 
@@ -43,6 +46,14 @@ enum class waker
     sleep,
     asio_timer,
 };
+
+const char* name_of(waker how)
+{
+    return how == waker::sleep ? "sleep" : "asio_timer";
+}
+
+// --lateness_out: where each row writes its lateness CDF; empty: nowhere.
+std::string lateness_out;
 
 // The due times of one row: start + k·gap, moved to now + gap when already passed.
 class due_times
@@ -138,6 +149,12 @@ void floor_wakeup(benchmark::State& state, waker how)
                                     .c_str());
             return;
         }
+        if (!lateness_out.empty() &&
+            !bench::write_cdf(lateness_out + "/floor_" + name_of(how) + ".dat", late))
+        {
+            state.SkipWithError("cannot write the lateness CDF to --lateness_out");
+            return;
+        }
         state.counters["wakeups"] = static_cast<double>(wakeups);
         state.counters["p50_us"] = bench::percentile_us(late, 0.50);
         state.counters["p99_us"] = bench::percentile_us(late, 0.99);
@@ -156,15 +173,17 @@ int main(int argc, char** argv)
     bench::flags flags({
         {"wakeups", "20k", "wake-ups per row (K)"},
         {"gap_us", "100", "time between two due times, in µs (G)"},
+        {"lateness_out", "", "a folder to write each row's lateness CDF into (floor_<row>.dat)"},
     });
     flags.parse(argc, argv);
     const std::int64_t wakeups = flags.size("wakeups");
     const std::int64_t gap_us = flags.size("gap_us");
+    lateness_out = flags.text("lateness_out");
 
-    for (const auto& [name, how] : {std::pair{"Floor_wakeup/sleep", waker::sleep},
-                                    std::pair{"Floor_wakeup/asio_timer", waker::asio_timer}})
+    for (const waker how : {waker::sleep, waker::asio_timer})
     {
-        benchmark::RegisterBenchmark(name, floor_wakeup, how)
+        const std::string name = std::string("Floor_wakeup/") + name_of(how);
+        benchmark::RegisterBenchmark(name.c_str(), floor_wakeup, how)
             ->Args({wakeups, gap_us})
             ->ArgNames({"K", "gap_us"})
             ->Iterations(1)

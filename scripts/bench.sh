@@ -65,7 +65,7 @@ run queue "$bin/sched_bench_queue" "${queue_sizes[@]}" \
 run pool "$bin/sched_bench_pool" "${pool_sizes[@]}" --benchmark_filter='-asio_reuse'
 run asio "$bin/sched_asio_bench" "${asio_sizes[@]}" --lateness_out="$out"
 run periodic "$bin/sched_bench_periodic" "${periodic_sizes[@]}" --lateness_out="$out"
-run floor "$bin/sched_bench_floor" "${floor_sizes[@]}"
+run floor "$bin/sched_bench_floor" "${floor_sizes[@]}" --lateness_out="$out"
 
 python3 scripts/bench_report.py --results "$out" --doc docs/performance.md --img docs/img \
     --repetitions "$repetitions" ${QUICK:+--quick}

@@ -270,7 +270,8 @@ def asio_section(r, rows, results, img):
                      z["p99_us"] <= 0.5 * a["p99_us"] and z["early"] == 0)
         plot_cdf(results, img, "w3", [("w3_sched.dat", "sched async\\_wait"),
                                       ("w3_sched_no_slack.dat", "sched, slack 0"),
-                                      ("w3_asio.dat", "steady\\_timer")], "W3: one-shot timers")
+                                      ("w3_asio.dat", "steady\\_timer")] + FLOOR_CDFS,
+                 "W3: one-shot timers")
 
 
 def periodic_section(r, rows, results, img):
@@ -297,7 +298,8 @@ def periodic_section(r, rows, results, img):
                      f"CPU {cpu:.2f}×, p99 {e['p99_us']:.0f} vs {base['p99_us']:.0f} µs",
                      cpu <= 0.15 and e["p99_us"] <= base["p99_us"])
     plot_cdf(results, img, "w4", [(f"w4_{n}.dat", label.replace("`", "").replace("_", "\\_"))
-                                  for n, label, _ in found], "W4: fixed-rate heartbeats")
+                                  for n, label, _ in found] + FLOOR_CDFS,
+             "W4: fixed-rate heartbeats")
 
 
 def args_of(entry):
@@ -348,6 +350,12 @@ def floor_section(r, rows, asio, periodic):
     r.add("")
 
 
+# The machine's floor (sched_bench_floor) on the W3 and W4 plots, dashed: the lateness of a bare
+# wake-up, which no timer that sleeps can beat.
+FLOOR_CDFS = [("floor_sleep.dat", "floor: a bare clock\\_nanosleep"),
+              ("floor_asio_timer.dat", "floor: a lone steady\\_timer")]
+
+
 def gnuplot(script):
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
@@ -361,6 +369,7 @@ def samples(path):
 
 def plot_cdf(results, img, name, files, title):
     plots = [f"'{os.path.join(results, f)}' using 1:2 with lines lw 2 "
+             f"{'dt 2 ' if f.startswith('floor_') else ''}"
              f"title '{label} ({samples(os.path.join(results, f)):,} runs)'"
              for f, label in files if os.path.exists(os.path.join(results, f))]
     if not plots:
