@@ -1,7 +1,8 @@
 // The machine's floor for timed wake-ups: how late a thread that sleeps until a due time wakes,
 // and what one such wake-up costs in CPU, with no timer library around it (no queue, no lock, no
-// handler but the one that records). No timer that sleeps can do better on the same machine, so
-// these rows say what W3's lateness and W4's CPU (see /work/shared/workloads.md) can reach here.
+// handler but the one that records). A timer that sleeps pays at least this for each of its
+// wake-ups (a timer that the wake-up for an earlier one catches may start sooner), so these rows
+// say where W3's lateness and W4's CPU (see /work/shared/workloads.md) stand on this machine.
 //
 // Rows, one thread each (the benchmark's), K wake-ups (--wakeups) due G apart (--gap_us), each
 // due time absolute (start + k·G; one already passed is moved to now + G, so that every sleep is
