@@ -35,13 +35,23 @@ def load(path):
     return rows
 
 
+def args_in(run_name):
+    """The arguments in a run name, e.g. {"N": "10000", "period_ms": "100"}."""
+    return dict(p.split(":", 1) for p in run_name.split("/") if ":" in p)
+
+
+def args_of(entry):
+    """The arguments of a row."""
+    return args_in(entry["run_name"])
+
+
 def find(rows, family, **args):
     """The row of `family` (e.g. "W1_churn/sched") whose arguments include `args`."""
     for name, entry in rows.items():
         parts = name.split("/")
         if "/".join(parts[:2]) != family and parts[0] != family:
             continue
-        given = dict(p.split(":", 1) for p in parts if ":" in p)
+        given = args_in(name)
         if all(given.get(k) == str(v) for k, v in args.items()):
             if entry.get("error_occurred"):
                 sys.exit(f"bench_report: {name} failed: {entry.get('error_message')}")
@@ -55,7 +65,7 @@ def sizes(rows, family, arg):
     for name in rows:
         parts = name.split("/")
         if "/".join(parts[:2]) == family:
-            given = dict(p.split(":", 1) for p in parts if ":" in p)
+            given = args_in(name)
             if arg in given:
                 out.add(int(given[arg]))
     return sorted(out)
@@ -193,7 +203,7 @@ def pool_w2_section(r, rows):
     a = find(rows, "W2_mass_pending/asio")
     if not s:
         return
-    n = int(dict(p.split(":", 1) for p in s["run_name"].split("/") if ":" in p)["N"])
+    n = int(args_of(s)["N"])
     r.add(f"### W2 mass pending (`sched_bench_pool`), N = {si(n)}", "")
     table = []
     for label, key, digits in (("schedule, ns", "schedule_ns", 0), ("cancel, ns", "cancel_ns", 0),
@@ -215,7 +225,7 @@ def asio_section(r, rows, results, img):
     large = find(rows, "W1_churn_asio_front", handler_bytes=112)
     if w1:
         r.add("### Through the Asio front (`sched_asio_bench`), contestants interleaved", "")
-        standing = dict(p.split(":", 1) for p in w1["run_name"].split("/") if ":" in p)["P"]
+        standing = args_of(w1)["P"]
         arm = find(rows, "W1_arm_cancel_asio_front", P=standing)
         lone = find(rows, "W1_arm_cancel_asio_front", P=0)
         w5 = find(rows, "W5_resets_asio_front")
@@ -300,11 +310,6 @@ def periodic_section(r, rows, results, img):
     plot_cdf(results, img, "w4", [(f"w4_{n}.dat", label.replace("`", "").replace("_", "\\_"))
                                   for n, label, _ in found] + FLOOR_CDFS,
              "W4: fixed-rate heartbeats")
-
-
-def args_of(entry):
-    """The arguments in a row's run name, e.g. {"N": "10000", "period_ms": "100"}."""
-    return dict(p.split(":", 1) for p in entry["run_name"].split("/") if ":" in p)
 
 
 def floor_section(r, rows, asio, periodic):
