@@ -163,8 +163,8 @@ private:
         template <class Handler>
         void operator()(Handler&& handler) const
         {
-            using task = detail::async_task<Clock, detail::async_kind::wait, detail::no_work,
-                                            std::decay_t<Handler>, Executor>;
+            using task = detail::async_task<Clock, detail::async_kind::deadline_wait,
+                                            detail::no_work, std::decay_t<Handler>, Executor>;
             typename task::options opts;
             if (self->armed())
             {

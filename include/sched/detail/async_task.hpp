@@ -37,8 +37,9 @@ namespace sched::detail {
 
 enum class async_kind : std::uint8_t
 {
-    wait,     // no work: completes with an error_code when due
-    schedule, // runs its work once on a worker: completes with (exception_ptr[, result])
+    wait,          // no work: completes with an error_code when due
+    deadline_wait, // a wait whose expiry a deadline moves (see deadline_wait)
+    schedule,      // runs its work once on a worker: completes with (exception_ptr[, result])
     periodic, // runs its tick every period until it ends: completes with (exception_ptr, ticks)
 };
 
@@ -112,15 +113,24 @@ inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
 // Cancellation through the handler's slot wins only if it comes before the run: a one-shot node
 // leaves `pending` as its run starts.
 template <class Clock, async_kind Kind, class Work, class Handler, class IoExecutor>
-class async_task final
-    : public std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>,
-      private queued_completion
+class async_task final : public std::conditional_t<Kind == async_kind::deadline_wait,
+                                                   deadline_wait<Clock>,
+                                                   task<Clock>>,
+                         private queued_completion
 {
-    using base = std::conditional_t<Kind == async_kind::wait, deadline_wait<Clock>, task<Clock>>;
+    using base =
+        std::conditional_t<Kind == async_kind::deadline_wait, deadline_wait<Clock>, task<Clock>>;
+    static constexpr bool is_wait = Kind == async_kind::wait || Kind == async_kind::deadline_wait;
     using tick_type = std::conditional_t<Kind == async_kind::periodic, basic_tick<Clock>, no_tick>;
 
-    static constexpr bool led_by_alarm =
-        Kind == async_kind::wait || (Kind == async_kind::periodic && tick_is_bound<Work>);
+    static constexpr bool has_bound_tick = Kind == async_kind::periodic && tick_is_bound<Work>;
+    static constexpr bool led_by_alarm = is_wait || has_bound_tick;
+
+    // A member that only periodic operations need, or only those with a bound tick.
+    template <class T>
+    using if_periodic = std::conditional_t<Kind == async_kind::periodic, T, no_work>;
+    template <class T>
+    using if_bound_tick = std::conditional_t<has_bound_tick, T, no_work>;
 
 public:
     using time_point = typename Clock::time_point;
@@ -138,12 +148,9 @@ public:
     {
         period_kind kind = period_kind::one_shot;
         // A periodic operation's schedule, its first due time drawn.
-        std::conditional_t<Kind == async_kind::periodic,
-                           std::optional<periodic_schedule<Clock>>,
-                           no_work>
-            schedule{};
+        if_periodic<std::optional<periodic_schedule<Clock>>> schedule{};
         bool held = false; // a deadline keeps a reference to the node
-        // A wait's expiry, if a deadline moves it (see deadline_wait); set before it is queued.
+        // A deadline_wait's expiry, which its deadline moves; set before it is queued.
         expiry_word<Clock>* expiry = nullptr;
         // What waits for a wait or a bound tick at the head of the pool's queue, if not a worker
         // (see io_alarm and leader()).
@@ -192,11 +199,8 @@ public:
         }
         else
         {
-            if constexpr (Kind == async_kind::wait)
-            {
-                if (opts.expiry) // before the slot: a cancel through it marks the word
-                    t->attach(*opts.expiry);
-            }
+            if constexpr (Kind == async_kind::deadline_wait)
+                t->attach(*opts.expiry); // before the slot: a cancel through it marks the word
             t->connect_slot();
             pool_access::queue(pool, *t, due); // hands over the runner's reference
         }
@@ -221,6 +225,12 @@ public:
     run_outcome run(std::stop_token runner_stop) noexcept override
     {
         if constexpr (Kind == async_kind::wait)
+        {
+            if (this->begin_completing())
+                this->end_completing(future_state::normal);
+            return {};
+        }
+        else if constexpr (Kind == async_kind::deadline_wait)
         {
             if (this->completion_begun() || this->begin_completing())
                 this->end_completing(future_state::normal);
@@ -272,7 +282,7 @@ public:
     {
         if constexpr (Kind == async_kind::periodic)
             return schedule_->next_due(ended);
-        else if constexpr (Kind == async_kind::wait)
+        else if constexpr (Kind == async_kind::deadline_wait)
             return this->expiry(); // a deadline pushed back: see deadline_wait
         else
             return time_point::max();
@@ -393,13 +403,10 @@ private:
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation, which is
           // always, but while a bound tick runs: see run().
-          handler_work_(*handler_,
-                        io,
-                        Kind == async_kind::periodic && tick_is_bound<Work> ? nullptr
-                                                                            : service.holds_work()),
+          handler_work_(*handler_, io, has_bound_tick ? nullptr : service.holds_work()),
           alloc_(alloc), held_(opts.held)
     {
-        if constexpr (Kind == async_kind::wait)
+        if constexpr (is_wait)
             leader_ = opts.leader;
         if constexpr (Kind == async_kind::periodic)
         {
@@ -601,7 +608,7 @@ private:
     auto outcome()
     {
         const future_state s = this->state();
-        if constexpr (Kind == async_kind::wait)
+        if constexpr (is_wait)
         {
             if (s == future_state::normal)
                 return std::tuple<boost::system::error_code>();
@@ -637,20 +644,13 @@ private:
     [[no_unique_address]] result_holder<Kind, work_result> result_;
     std::exception_ptr error_;
     // Engaged unless the operation was rejected at initiation.
-    std::conditional_t<Kind == async_kind::periodic,
-                       std::optional<periodic_schedule<Clock>>,
-                       no_work>
-        schedule_{};
+    [[no_unique_address]] if_periodic<std::optional<periodic_schedule<Clock>>> schedule_{};
     // The tick that due_after_all() planned, until it runs.
-    std::conditional_t<Kind == async_kind::periodic, std::optional<tick_type>, no_work> planned_{};
-    std::conditional_t<Kind == async_kind::periodic, std::atomic<std::size_t>, no_work> ticks_{};
-    std::conditional_t<Kind == async_kind::periodic && tick_is_bound<Work>,
-                       std::shared_ptr<owner_link<Clock>>,
-                       no_work>
-        link_{};
+    [[no_unique_address]] if_periodic<std::optional<tick_type>> planned_{};
+    [[no_unique_address]] if_periodic<std::atomic<std::size_t>> ticks_{};
+    [[no_unique_address]] if_bound_tick<std::shared_ptr<owner_link<Clock>>> link_{};
     // Outstanding work on a bound tick's executor, until the operation ends.
-    typename tick_work<Work, Kind == async_kind::periodic && tick_is_bound<Work>>::type
-        tick_work_{};
+    [[no_unique_address]] typename tick_work<Work, has_bound_tick>::type tick_work_{};
     scheduler_service<Clock>* service_ = nullptr;
     // What wakes it at the head of the pool's queue instead of a worker, if anything: see leader().
     [[no_unique_address]] std::conditional_t<led_by_alarm, io_alarm<Clock>*, no_work> leader_{};
