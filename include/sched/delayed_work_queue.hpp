@@ -516,8 +516,9 @@ private:
     bool move_far_tasks_before(time_point due) noexcept;
     // Under the lock, at `now`: moves the far tasks if the marker is due.
     void move_far_tasks_if_due(time_point now) noexcept;
-    // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max().
-    void place_marker() noexcept;
+    // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max();
+    // if that is before `after`, at `after` instead, behind the tasks due then.
+    void place_marker(time_point after = time_point::min()) noexcept;
     // Under the lock: notes a clock reading for far_shard_for().
     void note_now(time_point now) noexcept;
 

@@ -83,6 +83,24 @@ BOOST_AUTO_TEST_CASE(far_tasks_due_at_the_same_time_from_one_thread_come_out_fir
     BOOST_TEST(poll_all() == expected, boost::test_tools::per_element());
 }
 
+// Far tasks move to the main heap a batch at a time; every batch comes out before the marker
+// that moves the next, so poll(), drain() and take() find all of them due at once.
+BOOST_AUTO_TEST_CASE(more_far_tasks_than_a_batch_come_out_at_once, *boost::unit_test::timeout(60))
+{
+    constexpr int n = 300; // several batches
+    for (int i = 0; i < n; ++i)
+        queue.push(make(i), 2s);
+    manual_clock::advance(3s);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out), 100) == 100u);
+    BOOST_TEST(id_of(out.front()) == 0);
+    BOOST_TEST(id_of(out.back()) == 99);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+    for (int i = 101; i < n; ++i) // the clock stays put: a taker that waited would never return
+        BOOST_TEST(id_of(queue.take()) == i);
+    BOOST_TEST(queue.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_waiting_taker_gets_a_far_task_when_it_is_due, *boost::unit_test::timeout(60))
 {
     auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });

@@ -196,7 +196,7 @@ void basic_delayed_work_queue<Clock>::far_task_due(time_point due) noexcept
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::place_marker() noexcept
+void basic_delayed_work_queue<Clock>::place_marker(time_point after) noexcept
 {
     const time_point earliest = far_earliest();
     const std::optional<std::size_t> at = heap_.find(marker_);
@@ -207,9 +207,10 @@ void basic_delayed_work_queue<Clock>::place_marker() noexcept
         return;
     }
     const duration lead = far_horizon_ / 2;
-    const time_point due =
+    const time_point ahead =
         earliest.time_since_epoch() < duration::min() + lead ? time_point::min() : earliest - lead;
-    if (at && heap_[*at].due == due)
+    const time_point due = std::max(ahead, after);
+    if (at && heap_[*at].due == due && ahead > after)
         return;
     const bool earlier = !at || due < heap_[*at].due;
     // Pushing cannot throw: the callers make room first (see push_locked() and reschedule()).
@@ -236,10 +237,18 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size_t most) noexcept
 {
     const shards_lock far(*this);
-    for (std::size_t moved = 0; moved < most; ++moved)
+    // When the batch ends before the tier does, the marker goes behind the tasks it moved, which
+    // may be due: they come out first, then the marker moves the next batch.
+    time_point last_moved = time_point::min();
+    for (std::size_t moved = 0;; ++moved)
     {
         shard* const from = first_shard();
         if (!from || from->tasks.front().due > limit)
+        {
+            last_moved = time_point::min(); // none left to move
+            break;
+        }
+        if (moved == most)
             break;
         try
         {
@@ -249,15 +258,15 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
         {
             break; // the rest stay: the marker comes due again at once
         }
-        const time_point due = from->tasks.front().due;
+        last_moved = from->tasks.front().due;
         node* const task = from->tasks.pop_front();
-        (void)heap_.push(*task, due, next_seq_++);
+        (void)heap_.push(*task, last_moved, next_seq_++);
     }
     const shard* const next = first_shard();
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
-    place_marker();
+    place_marker(last_moved);
     if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
 }
@@ -277,8 +286,8 @@ bool basic_delayed_work_queue<Clock>::move_far_tasks_before(time_point due) noex
 template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks_if_due(time_point now) noexcept
 {
-    // A batch at a time, so that a taker runs what falls due meanwhile, and the others get the
-    // lock, between batches: the marker stays due until the last one.
+    // A batch at a time, so that the others get the lock between batches: the marker comes out
+    // behind each batch (see move_far_tasks()) and moves the next.
     constexpr std::size_t batch = 64;
     if (!heap_.empty() && heap_.front().task == &marker_ && is_due(heap_.front().due, now))
         move_far_tasks(detail::saturating_add(now, far_horizon_), batch);
