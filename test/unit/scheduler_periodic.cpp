@@ -11,6 +11,7 @@
 #include <exception>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,6 +223,53 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, peri
     }
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_cancelled_on_its_way_to_its_executor_does_not_run,
+                        periodic_fixture)
+{
+    boost::asio::io_context ticks_io;
+    boost::asio::cancellation_signal signal;
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ticks.increment(); }),
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    // The worker has posted the first tick to ticks_io, which has not run it.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+    settle(pool);
+    signal.emit(cancellation_type::total); // no tick has run: no effects yet, so it is accepted
+    BOOST_TEST(ticks_io.run_one() == 1u);  // the posted tick arrives, and does not tick
+    complete_one();
+    BOOST_TEST(ticks.value() == 0);
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(terminal_cancellation_asks_a_running_tick_to_stop,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::cancellation_signal signal;
+    std::atomic<bool> ticking{false};
+    std::atomic<bool> asked_to_stop{false};
+    std::atomic<bool> give_up{false}; // lets the tick end if the test fails
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        [&](std::stop_token stop) {
+            ticking = true;
+            while (!stop.stop_requested() && !give_up)
+                std::this_thread::yield();
+            asked_to_stop = stop.stop_requested();
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(eventually([&] { return ticking.load(); }));
+    signal.emit(cancellation_type::terminal);
+    const bool stopped = eventually([&] { return asked_to_stop.load(); });
+    give_up = true;
+    BOOST_TEST(stopped);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 

@@ -366,7 +366,8 @@ private:
             async_task* t = std::exchange(t_, nullptr);
             t->counted_ = true;
             t->service_->started();
-            std::exception_ptr e = t->tick(std::stop_token());
+            // Cancelled on its way here: it does not tick, as a worker would not.
+            std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
             t->link_->finish_run(*t, std::move(e));
         }
 
@@ -453,8 +454,12 @@ private:
             if (!terminal && !partial && ticks_.load(std::memory_order_relaxed) != 0)
                 return;
         }
-        if (!this->cancel(false) && terminal)
-            stop_running(); // it is running: a work that takes a std::stop_token is asked to stop
+        // A work that takes a std::stop_token and is running is asked to stop: a one-shot
+        // operation's is running if it cannot be cancelled; a periodic one's tick may be running
+        // either way (it stays pending while it ticks), and no tick starts after a cancel.
+        const bool cancelled = this->cancel(false);
+        if (terminal && (!cancelled || Kind == async_kind::periodic))
+            stop_running();
     }
 
     void stop_running() noexcept
