@@ -76,10 +76,10 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
- * which (and on the scheduler's executor) outstanding work is counted until then; the
- * operation's memory comes from the handler's associated allocator (a recycling allocator by
- * default or for std::allocator) and is freed before the handler runs; handlers may be
- * move-only.
+ * which outstanding work is counted until then (and on the scheduler's executor until the
+ * completion has been posted to the handler's, as for Asio's own operations); the operation's
+ * memory comes from the handler's associated allocator (a recycling allocator by default or for
+ * std::allocator) and is freed before the handler runs; handlers may be move-only.
  *
  * Per-operation cancellation (the handler's associated cancellation slot) accepts terminal,
  * partial and total cancellation before the work runs: the operation leaves the queue and

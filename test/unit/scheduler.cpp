@@ -189,16 +189,37 @@ BOOST_FIXTURE_TEST_CASE(the_handler_runs_through_its_associated_executor, schedu
 {
     boost::asio::io_context other;
     std::thread::id ran_on;
-    scheduler.async_wait(0s, boost::asio::bind_executor(
+    scheduler.async_wait(1s, boost::asio::bind_executor(
                                  other, [&](error_code) { ran_on = std::this_thread::get_id(); }));
     BOOST_TEST(io.poll() == 0u);
-    BOOST_TEST(!io.stopped());                // work is counted on the scheduler's executor too
+    BOOST_TEST(!io.stopped()); // while it is pending, work is counted on the scheduler's executor
+    manual_clock::advance(1s);
+    settle(pool); // the completion has gone to `other`: the scheduler's executor is done with it
+    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(io.stopped());
     std::thread runner([&] { other.run(); }); // returns once the handler has run
     const std::thread::id runner_id = runner.get_id();
     runner.join();
     BOOST_TEST((ran_on == runner_id));
-    io.run(); // nothing left: the outstanding work was released
-    BOOST_TEST(io.stopped());
+}
+
+// As with Asio's own operations, a completion that has left for the handler's executor no longer
+// needs the scheduler's io_context, which may go before the handler runs.
+BOOST_AUTO_TEST_CASE(a_handler_waiting_on_its_own_executor_outlives_the_schedulers_io_context)
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    boost::asio::io_context handlers_io;
+    std::optional<error_code> result;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(
+            0s, boost::asio::bind_executor(handlers_io, [&](error_code ec) { result = ec; }));
+        sched::test::pool_fixture::settle(pool); // fired: the completion waits in handlers_io
+    }
+    BOOST_TEST(handlers_io.run() == 1u);
+    BOOST_TEST((result == error_code()));
 }
 
 BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_before_it_runs,

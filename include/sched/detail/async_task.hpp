@@ -522,6 +522,8 @@ private:
                 handler_work_.post(completion(this));
             else
             {
+                // Kept until the completion is posted, then let go of (see take_io_work()).
+                [[maybe_unused]] const auto io_work = handler_work_.take_io_work();
                 scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
                                                   [&] { handler_work_.post(completion(this)); });
             }

@@ -196,6 +196,17 @@ public:
     // The execution context of the handler's executor.
     boost::asio::execution_context& handler_context() const noexcept { return handler_.context(); }
 
+    // The work on the I/O executor, taken as the completion leaves for the handler's own
+    // executor: the caller lets go of it once the completion is there, as Asio does, so that the
+    // I/O context may end, or go, while the handler waits elsewhere.
+    auto take_io_work() noexcept
+    {
+        if constexpr (has_own_executor<Handler>)
+            return std::exchange(io_, std::nullopt);
+        else
+            return no_io_work{};
+    }
+
 private:
     struct no_io_work
     {};
