@@ -95,7 +95,8 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * The pool must outlive the scheduler (operations are started on it); nothing else has to
  * outlive anything. Destroying the pool completes its pending operations with the shutdown
  * error; destroying the I/O context first takes its operations out of the pool's queue and
- * destroys their handlers unrun, as Asio does with a context's pending handlers.
+ * destroys their handlers unrun, as Asio does with a context's pending handlers (it waits for a
+ * tick that is running, or posted to its own executor, to come back).
  *
  * @tparam Clock The pool's clock (sched::manual_clock in tests).
  * @tparam Executor The I/O executor: the default completion executor.

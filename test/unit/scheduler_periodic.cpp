@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -224,6 +225,79 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, peri
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(1) == 0u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+// The io_context of a periodic operation is destroyed while a tick runs: the destruction waits
+// for the tick, then the operation ends rather than tick again, and its handler goes unrun with
+// the context, as Asio's pending handlers do.
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_during_a_tick_ends_the_operation,
+                     *boost::unit_test::timeout(120))
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    auto io = std::make_unique<boost::asio::io_context>();
+    manual_scheduler scheduler(*io, pool);
+    std::atomic<bool> ticking{false};
+    std::atomic<bool> go_on{false};
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    bool invoked = false;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        [&] {
+            ticking = true;
+            while (!go_on)
+                std::this_thread::yield();
+        },
+        [&invoked, alive = std::move(alive)](std::exception_ptr, std::size_t) { invoked = true; });
+    BOOST_TEST_REQUIRE(eventually([&] { return ticking.load(); }));
+    std::atomic<bool> destroyed{false};
+    std::thread destroyer([&] {
+        io.reset();
+        destroyed = true;
+    });
+    go_on = true;
+    BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
+    destroyer.join();
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(!invoked);
+    BOOST_TEST(pool.queue().empty());
+    manual_clock::advance(1h); // nothing left to tick into the dead context
+    sched::test::pool_fixture::settle(pool);
+}
+
+// The same while a tick is on its way to its own executor: the destruction waits for it to come
+// back, and nothing touches the context afterwards.
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_for_it,
+                     *boost::unit_test::timeout(120))
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    boost::asio::io_context ticks_io;
+    auto io = std::make_unique<boost::asio::io_context>();
+    manual_scheduler scheduler(*io, pool);
+    counter ticks;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ticks.increment(); }),
+        [alive = std::move(alive)](std::exception_ptr, std::size_t) {});
+    // The worker has posted the first tick to ticks_io, which has not run it.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+    sched::test::pool_fixture::settle(pool);
+    std::atomic<bool> destroyed{false};
+    std::thread destroyer([&] {
+        io.reset();
+        destroyed = true;
+    });
+    BOOST_TEST(ticks_io.run_one() == 1u);
+    BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
+    destroyer.join();
+    BOOST_TEST(ticks.value() == 1);
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(pool.queue().empty());
+    ticks_io.restart();
+    BOOST_TEST(ticks_io.poll() == 0u); // no tick queued for later
 }
 
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_cancelled_on_its_way_to_its_executor_does_not_run,

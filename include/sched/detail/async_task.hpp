@@ -211,6 +211,8 @@ public:
 
     const void* context() const noexcept override { return service_; }
 
+    bool context_closing() const noexcept override { return service_->closing_down(); }
+
     // A wait, or a tick bound to an executor of the scheduler's own io_context: the io_context's
     // alarm wakes for it, and the thread it wakes completes it (posts the tick to itself). Any
     // other operation's work runs where a worker runs or posts it.
@@ -258,10 +260,11 @@ public:
         }
         else if constexpr (tick_is_bound<Work>)
         {
-            // The tick runs on its own executor; the node comes back when it has. Meanwhile the
-            // I/O context need not wait for it (see scheduler_service).
+            // The tick runs on its own executor; the node comes back when it has, or when that
+            // executor's context destroys it unrun. It stays counted meanwhile, so that its I/O
+            // context waits for it, as for a tick that a worker runs (see scheduler_service).
             this->set_owner(nullptr); // the pool may be gone by then: see owner_link
-            scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
+            scheduler_service<Clock>* const counted = counted_ ? service_ : nullptr;
             boost::asio::execution_context& target = boost::asio::query(
                 boost::asio::get_associated_executor(work_), boost::asio::execution::context);
             // Every copy of the executor goes inside: once posted, the tick may run, the
@@ -270,8 +273,6 @@ public:
             scheduler_service<Clock>::post_to(target, counted, [this] {
                 boost::asio::post(boost::asio::get_associated_executor(work_), bound_tick{this});
             });
-            if (counted)
-                counted->finished(); // after the post: the context outlives it
             return {nullptr, true};
         }
         else
@@ -364,8 +365,6 @@ private:
         void operator()()
         {
             async_task* t = std::exchange(t_, nullptr);
-            t->counted_ = true;
-            t->service_->started();
             // Cancelled on its way here: it does not tick, as a worker would not.
             std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
             t->link_->finish_run(*t, std::move(e));
@@ -402,10 +401,9 @@ private:
         : base(opts.kind, opts.held ? 2 : 1, &pool_access::owner(pool)), // the runner's [, held]
           queued_completion(&run_queued), work_(std::forward<W>(work)),
           handler_(std::in_place, std::forward<H>(handler)),
-          // The service holds the I/O context's work while it counts this operation, which is
-          // always, but while a bound tick runs: see run().
-          handler_work_(*handler_, io, has_bound_tick ? nullptr : service.holds_work()),
-          alloc_(alloc), held_(opts.held)
+          // The service holds the I/O context's work while it counts this operation: from its
+          // start until its completion is posted.
+          handler_work_(*handler_, io, service.holds_work()), alloc_(alloc), held_(opts.held)
     {
         if constexpr (is_wait)
             leader_ = opts.leader;

@@ -84,6 +84,12 @@ public:
         return found->alarm.get();
     }
 
+    // Whether the context is shutting down: an operation it counts ends rather than queue again.
+    bool closing_down() const noexcept
+    {
+        return (live_.load(std::memory_order_acquire) & closing) != 0;
+    }
+
     // An operation may post to this context until finished().
     void started() noexcept
     {

@@ -139,6 +139,10 @@ public:
     // in; null for other tasks.
     virtual const void* context() const noexcept { return nullptr; }
 
+    // Whether that context is shutting down: the task must not be queued again (the context
+    // waits for it to end).
+    virtual bool context_closing() const noexcept { return false; }
+
     // Who waits for the task when it is at the head of its pool's queue instead of a worker, and
     // then runs it: an io_context's timer (see io_alarm). Null: the workers.
     virtual typename basic_delayed_work_queue<Clock>::external_leader* leader() const noexcept

@@ -574,7 +574,7 @@ bool basic_scheduled_thread_pool<Clock>::removes_cancelled(const task_type& t) c
 template <class Clock>
 bool basic_scheduled_thread_pool<Clock>::belongs_in_queue(const task_type& t) const noexcept
 {
-    return t.state() == future_state::pending || !removes_cancelled(t);
+    return (t.state() == future_state::pending || !removes_cancelled(t)) && !t.context_closing();
 }
 
 template <class Clock>
