@@ -61,7 +61,8 @@ private:
  * on @p token's own slot is passed on to the operation too. If the pool shuts down first, the
  * operation goes on without its timeout.
  *
- * A negative timeout means now; one too large for the clock never fires.
+ * A negative timeout means now; one too large for the clock never fires; a NaN is rejected with
+ * std::invalid_argument.
  */
 template <class Clock, class Executor, class Token, class Rep, class Period>
 auto cancel_after(basic_scheduler<Clock, Executor>& scheduler,
@@ -70,6 +71,7 @@ auto cancel_after(basic_scheduler<Clock, Executor>& scheduler,
                   boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
 {
     using duration = typename Clock::duration;
+    detail::check_not_nan(timeout);
     const duration after = timeout < std::chrono::duration<Rep, Period>::zero()
                                ? duration::zero()
                                : detail::saturating_cast<duration>(timeout);

@@ -341,15 +341,9 @@ private:
     template <class Rep, class Period>
     static checked_due due_or_error(std::chrono::duration<Rep, Period> delay) noexcept
     {
-        if constexpr (std::is_floating_point_v<Rep>)
-        {
-            if (delay != delay)
-            {
-                return {
-                    {},
+        if (detail::is_nan(delay))
+            return {{},
                     std::make_exception_ptr(std::invalid_argument("scheduler: a delay is NaN"))};
-            }
-        }
         return {{.after = detail::saturating_cast<duration>(delay), .relative = true}, nullptr};
     }
 

@@ -15,8 +15,11 @@
 #endif
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <cmath>
 #include <future>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "support/io_fixture.hpp"
@@ -66,6 +69,15 @@ BOOST_FIXTURE_TEST_CASE(an_operation_that_completes_first_takes_its_timeout_out,
     complete_one();
     BOOST_TEST((result && !*result));
     BOOST_TEST(pool.queue().size() == 0u); // the 1 h timeout left in O(log n)
+}
+
+BOOST_FIXTURE_TEST_CASE(a_nan_timeout_is_rejected_and_starts_nothing, cancel_after_fixture)
+{
+    const std::chrono::duration<double> nan(std::nan(""));
+    BOOST_CHECK_THROW(scheduler.async_wait(10s, sched::cancel_after(scheduler, nan, on_done())),
+                      std::invalid_argument);
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(!result);
 }
 
 BOOST_FIXTURE_TEST_CASE(cancel_at_uses_an_absolute_time, cancel_after_fixture)

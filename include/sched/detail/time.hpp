@@ -9,6 +9,16 @@
 
 namespace sched::detail {
 
+// Whether `d` is NaN, the one duration that means nothing.
+template <class Rep, class Period>
+constexpr bool is_nan(std::chrono::duration<Rep, Period> d) noexcept
+{
+    if constexpr (std::is_floating_point_v<Rep>)
+        return d != d;
+    else
+        return false;
+}
+
 // Converts a duration, clamping to To's range instead of overflowing: hours::max() becomes
 // nanoseconds::max() (which sched reads as "never"), not a negative number.
 template <class To, class Rep, class Period>
@@ -16,7 +26,7 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
 {
     if constexpr (std::is_floating_point_v<Rep>)
     {
-        if (d != d) // NaN: callers reject it first (see due_after); zero is the safe answer
+        if (is_nan(d)) // callers reject it first (see due_after); zero is the safe answer
             return To::zero();
         // Compare in To's units with long double, which holds To's integral limits exactly.
         using wide = std::chrono::duration<long double, typename To::period>;
@@ -53,16 +63,20 @@ constexpr TimePoint saturating_add(TimePoint t, typename TimePoint::duration d) 
     return t + d;
 }
 
+// Throws std::invalid_argument if `delay` is NaN.
+template <class Rep, class Period>
+void check_not_nan(std::chrono::duration<Rep, Period> delay)
+{
+    if (is_nan(delay))
+        throw std::invalid_argument("sched: a delay is NaN");
+}
+
 // When a task scheduled with `delay` from now is due on Clock. Throws std::invalid_argument for
-// a NaN delay, the one delay that means nothing.
+// a NaN delay.
 template <class Clock, class Rep, class Period>
 typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
 {
-    if constexpr (std::is_floating_point_v<Rep>)
-    {
-        if (delay != delay)
-            throw std::invalid_argument("sched: a delay is NaN");
-    }
+    check_not_nan(delay);
     return saturating_add(Clock::now(), saturating_cast<typename Clock::duration>(delay));
 }
 
