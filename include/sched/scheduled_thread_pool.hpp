@@ -185,7 +185,8 @@ public:
     /// error_sink (by default, a line on std::cerr) and after_execute hooks.
     /**
      * With no future, a task rejected under the discard policies after shutdown is dropped
-     * without a word; use submit() to learn its fate.
+     * without a word; use submit() to learn its fate. Under rejection_policy::caller_runs, what
+     * it throws on the calling thread reaches the error_sink there (no hooks run).
      * @throws std::invalid_argument if @p f is empty.
      * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
      */
@@ -284,6 +285,9 @@ private:
     // Under the queue's lock (or a far shard's): whether a new task may be queued.
     bool accepts(const task_type& t) const noexcept;
     void reject(task_type& t);
+    // rejection_policy::caller_runs: runs `t` once on this thread, as a task handle would (a
+    // periodic task then ends cancelled), and reports what it throws as a worker would.
+    void run_on_caller(task_ptr t) noexcept;
 
     void worker_main(std::size_t index);
     // On the thread of an external leader that has woken (an io_context's): runs the due tasks
@@ -302,6 +306,9 @@ private:
     // What a run threw, to the error sink; without one, to std::cerr unless a future or
     // completion handler carries it.
     void report_failure(const std::exception_ptr& error, bool carried) noexcept;
+    // Whether what a run of `t` threw is carried by its future or completion handler: it ended
+    // the task, and someone can see the outcome.
+    static bool carries_failure(const task_type& t) noexcept;
     void requeue(task_ptr t, time_point due) noexcept;
     // The runner is done with the task: frees its body and drops the reference. Touches
     // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
@@ -345,12 +352,6 @@ private:
     // How late a task that an external leader leads may be before a worker takes it instead:
     // the leader's io_context may not be running.
     static constexpr std::chrono::milliseconds lead_grace{10};
-
-    template <class F>
-    static void check_not_empty(const F& f);
-
-    template <class Rep, class Period>
-    static duration checked_period(std::chrono::duration<Rep, Period> period);
 
     const pool_options options_;
     queue_type queue_;

@@ -64,6 +64,9 @@ public:
  * - Times are on @p Clock, the steady clock by default, so moving the wall clock moves nothing.
  *   A `std::chrono::system_clock` time point is accepted and converted once, when scheduled.
  *
+ * Delays and periods too large for the clock saturate: a run due at time_point::max() never
+ * happens.
+ *
  * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
  * run, a run under way finishes, and scheduling afterwards throws sched::timer_cancelled. The
  * destructor cancels the timer and waits for a run under way (unless called by that run).
@@ -112,7 +115,8 @@ public:
     /// Runs @p task once, at @p time (at once if it has passed).
     void schedule(const task_type& task, time_point time) { queue(task, time, std::nullopt); }
 
-    /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now).
+    /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now; at once if it
+    /// has passed).
     void schedule(const task_type& task, std::chrono::system_clock::time_point time) requires(
         !std::is_same_v<Clock, std::chrono::system_clock>)
     {
@@ -180,7 +184,8 @@ public:
                                 const periodic_options& options = {})
     {
         queue(task, first,
-              schedule_type(detail::period_kind::fixed_rate, checked_period(period), options));
+              schedule_type(detail::period_kind::fixed_rate,
+                            detail::checked_period<duration>(period), options));
     }
 
     /// As above, first at the wall-clock time @p first.
@@ -273,17 +278,20 @@ private:
         return detail::due_after<Clock>(delay);
     }
 
-    template <class Rep, class Period>
-    static duration checked_period(std::chrono::duration<Rep, Period> period)
-    {
-        if (!(period > period.zero()))
-            throw std::invalid_argument("sched::timer: the period must be positive");
-        return std::chrono::ceil<duration>(period);
-    }
-
+    // A wall-clock time as a time on Clock; one that has passed is due now.
     static time_point from_system(std::chrono::system_clock::time_point t)
     {
-        return detail::due_after<Clock>(t - std::chrono::system_clock::now());
+        using wall_clock = std::chrono::system_clock;
+        const wall_clock::time_point now = wall_clock::now();
+        if (t <= now)
+            return Clock::now();
+        // t - now is positive, and exact in unsigned arithmetic even beyond the signed range (a
+        // wall clock before 1970, t near max()); due_after() saturates it on Clock.
+        using unsigned_duration =
+            std::chrono::duration<std::make_unsigned_t<wall_clock::rep>, wall_clock::period>;
+        return detail::due_after<Clock>(
+            unsigned_duration(static_cast<unsigned_duration::rep>(t.time_since_epoch().count()) -
+                              static_cast<unsigned_duration::rep>(now.time_since_epoch().count())));
     }
 
     // java.util.Timer's fixed delay: a grid that each run's start moves.
@@ -298,7 +306,8 @@ private:
                 "schedule_at_fixed_rate for another missed-tick policy");
         }
         options.missed = missed_tick_policy::delay();
-        return schedule_type(detail::period_kind::fixed_rate, checked_period(period), options);
+        return schedule_type(detail::period_kind::fixed_rate,
+                             detail::checked_period<duration>(period), options);
     }
 
     // Queues `task` due at `due` (its first point on the grid, if periodic).

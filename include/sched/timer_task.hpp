@@ -4,6 +4,7 @@
 #include <sched/tick.hpp>
 #include <sched/timer_task_state.hpp>
 
+#include <sched/detail/task_impl.hpp>
 #include <sched/detail/timer_node.hpp>
 
 #include <chrono>
@@ -34,13 +35,17 @@ public:
     /// A task that runs @p f on the timer's thread: a callable taking no arguments, or a
     /// `const sched::basic_tick<Clock>&` (when the run was due, when it started, its index and
     /// the runs missed before it).
+    /** @throws std::invalid_argument if @p f is empty (a null function pointer, an empty
+     *  std::function). */
     template <class F>
     requires(std::invocable<std::decay_t<F>&> ||
              std::invocable<std::decay_t<F>&, const basic_tick<Clock>&>) &&
         (!std::same_as<std::remove_cvref_t<F>, basic_timer_task>)explicit basic_timer_task(F&& f)
-        : node_(
-              std::make_shared<detail::timer_node_for<Clock, std::decay_t<F>>>(std::forward<F>(f)))
-    {}
+    {
+        detail::check_not_empty(f);
+        node_ =
+            std::make_shared<detail::timer_node_for<Clock, std::decay_t<F>>>(std::forward<F>(f));
+    }
 
     /// Cancels the task (java.util.TimerTask.cancel()): it will not run again. A run under way
     /// finishes. The task stays in its timer's queue until it reaches the head or

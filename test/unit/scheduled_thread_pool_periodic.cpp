@@ -161,6 +161,21 @@ BOOST_AUTO_TEST_CASE(delay_moves_the_grid_to_the_late_run)
     BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_caller_run_periodic_task_is_told_the_due_time_it_was_scheduled_for)
+{
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    manual_pool caller_runs(options);
+    caller_runs.shutdown();
+    manual_clock::advance(1h);
+    auto f = caller_runs.schedule_at_fixed_rate(10s, 10s, [&](const tick& t) { log.record(t); },
+                                                {.missed = missed_tick_policy::delay()});
+    BOOST_CHECK_THROW(f.get(), sched::cancelled_error); // ran once, on this thread, and ended
+    // Due 10 s after it was scheduled; run at once, so not late, and nothing missed.
+    const std::vector<seen> expected{{at(1h + 10s), at(1h), 0, 0}};
+    BOOST_TEST(log.snapshot() == expected, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(the_first_failure_ends_a_task_by_default_and_the_sink_sees_it)
 {
     error_log errors;

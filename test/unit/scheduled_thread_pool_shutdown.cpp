@@ -8,11 +8,13 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/counter.hpp"
+#include "support/error_log.hpp"
 #include "support/hook_clock.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
@@ -21,6 +23,7 @@ using namespace std::chrono_literals;
 using sched::future_state;
 using sched::manual_clock;
 using sched::test::counter;
+using sched::test::error_log;
 using sched::test::eventually;
 using sched::test::manual_future;
 using sched::test::manual_pool;
@@ -303,6 +306,25 @@ BOOST_AUTO_TEST_CASE(the_caller_runs_policy_runs_the_task_on_the_calling_thread)
     auto periodic = pool.schedule_at_fixed_rate(1s, 1s, [&] { periodic_runs.increment(); });
     BOOST_TEST(periodic_runs.value() == 1); // once, then it cannot run again
     BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+}
+
+BOOST_AUTO_TEST_CASE(what_a_caller_run_task_throws_reaches_the_error_sink)
+{
+    error_log errors;
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    options.error_sink = errors.sink();
+    manual_pool pool(options);
+    pool.shutdown();
+    pool.execute([] { throw std::runtime_error("no future"); });
+    auto f = pool.submit([]() -> int { throw std::logic_error("with a future"); });
+    BOOST_CHECK_THROW(f.get(), std::logic_error); // the future still carries it
+    auto periodic = pool.schedule_at_fixed_rate(
+        1s, 1s, [] { throw std::runtime_error("periodic, kept running"); },
+        {.on_failure = sched::failure_policy::keep_running()});
+    BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error); // ran once, then ended
+    const std::vector<std::string> expected{"no future", "with a future", "periodic, kept running"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
 }
 
 BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,

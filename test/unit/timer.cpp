@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <mutex>
@@ -404,6 +405,26 @@ BOOST_AUTO_TEST_CASE(bad_periods_and_delays_are_rejected_and_schedule_nothing)
     BOOST_TEST((task.state() == timer_task_state::scheduled));
 }
 
+BOOST_AUTO_TEST_CASE(periods_too_large_for_the_clock_saturate_so_the_task_runs_once)
+{
+    manual_timer timer;
+    counter runs;
+    manual_task beyond_nanoseconds([&] { runs.increment(); });
+    manual_task max_hours_fixed_rate([&] { runs.increment(); });
+    manual_task max_hours_fixed_delay([&] { runs.increment(); });
+    // About 584 years: more nanoseconds than 64 bits hold.
+    timer.schedule_at_fixed_rate(beyond_nanoseconds, 0s, std::chrono::seconds(18'446'744'074));
+    timer.schedule_at_fixed_rate(max_hours_fixed_rate, 0s, std::chrono::hours::max());
+    timer.schedule(max_hours_fixed_delay, 0s, std::chrono::hours::max());
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(3));
+    manual_clock::advance(1h);
+    sentinel later;
+    timer.schedule(later.task, 0s);
+    BOOST_TEST_REQUIRE(later.ran.wait_for_at_least(1)); // the thread has passed 1 h
+    BOOST_TEST(runs.value() == 3);
+    BOOST_TEST((beyond_nanoseconds.state() == timer_task_state::scheduled)); // next due "never"
+}
+
 BOOST_AUTO_TEST_CASE(the_thread_has_the_timers_name)
 {
     std::promise<std::string> name;
@@ -430,6 +451,53 @@ BOOST_AUTO_TEST_CASE(a_system_clock_time_point_is_converted_when_scheduled)
     BOOST_TEST(before.ran.wait_for_at_least(1));
     BOOST_TEST(ran.value() == 0);
     manual_clock::advance(2min);
+    BOOST_TEST(ran.wait_for_at_least(1));
+}
+
+BOOST_AUTO_TEST_CASE(a_wall_clock_time_long_past_runs_at_once_and_the_latest_does_not_overflow)
+{
+    using wall_time = std::chrono::system_clock::time_point;
+    counter past_runs;
+    manual_task earliest([&] { past_runs.increment(); });
+    // A decade after min(): as from min(), the distance from now is more than the wall clock's
+    // duration holds (and unlike min()'s, no optimiser can fold that overflow away).
+    manual_task decade_later([&] { past_runs.increment(); });
+    counter far_runs;
+    manual_task far([&] { far_runs.increment(); });
+    manual_timer timer;
+    timer.schedule(earliest, wall_time::min()); // as Java runs a task for a past Date
+    timer.schedule(decade_later, wall_time::min() + std::chrono::hours(24 * 365 * 10));
+    timer.schedule(far, wall_time::max());
+    BOOST_TEST(past_runs.wait_for_at_least(2)); // without the clock moving
+    manual_clock::advance(std::chrono::hours(24 * 365 * 200));
+    sentinel later;
+    timer.schedule(later.task, 0s);
+    BOOST_TEST_REQUIRE(later.ran.wait_for_at_least(1)); // the thread has passed 200 years
+    BOOST_TEST(far_runs.value() == 0);
+    BOOST_TEST((far.state() == timer_task_state::scheduled));
+}
+
+void do_nothing() {}
+
+BOOST_AUTO_TEST_CASE(an_empty_callable_is_rejected_when_the_task_is_made)
+{
+    void (*null_function)() = nullptr;
+    std::function<void()> empty;
+    std::function<void(const tick&)> empty_taking_a_tick;
+    BOOST_CHECK_THROW(manual_task{null_function}, std::invalid_argument);
+    BOOST_CHECK_THROW(manual_task{empty}, std::invalid_argument);
+    BOOST_CHECK_THROW(manual_task{empty_taking_a_tick}, std::invalid_argument);
+    BOOST_CHECK_THROW(manual_task{std::ref(empty)}, std::invalid_argument);
+    // Callables that cannot be empty, or are not.
+    counter ran;
+    std::function<void()> full = [&] {
+        ran.increment();
+    };
+    manual_task by_name(do_nothing);
+    manual_task from_full(full);
+    manual_timer timer;
+    timer.schedule(by_name, 0s);
+    timer.schedule(from_full, 0s);
     BOOST_TEST(ran.wait_for_at_least(1));
 }
 

@@ -31,6 +31,17 @@ inline std::uint64_t next_jitter_seed()
     return z ^ (z >> 31);
 }
 
+// A task's period in the ticks of its clock (`Duration`): at least one tick, since a period below
+// the clock's resolution must still move forward, and Duration::max() ("never" again) if too
+// long for the clock. Throws std::invalid_argument unless `period` is positive.
+template <class Duration, class Rep, class Period>
+Duration checked_period(std::chrono::duration<Rep, Period> period)
+{
+    if (!(period > std::chrono::duration<Rep, Period>::zero()))
+        throw std::invalid_argument("sched: the period must be positive");
+    return std::max(saturating_cast<Duration>(period), Duration(1));
+}
+
 enum class period_kind : std::uint8_t
 {
     one_shot,
@@ -156,7 +167,8 @@ public:
     // After a run that did not throw.
     void succeeded() noexcept { failures_ = 0; }
 
-private:
+    // When the run planned last (by first_due(), next_due() or a skip) is due: its point on the
+    // grid moved by its jitter. time_point::max(): never.
     time_point due() const noexcept
     {
         if (point_ == time_point::max())
@@ -164,6 +176,7 @@ private:
         return offset_ < duration::zero() ? point_ + offset_ : saturating_add(point_, offset_);
     }
 
+private:
     // `p` moved `periods` periods on, saturating at time_point::max().
     time_point advance(time_point p, std::uint64_t periods) const noexcept
     {

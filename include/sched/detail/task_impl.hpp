@@ -57,6 +57,36 @@ concept periodic_body = task_body<F> ||
     (std::move_constructible<std::decay_t<F>> &&
      (takes_tick<std::decay_t<F>, Tick> || takes_tick_and_stop_token<std::decay_t<F>, Tick>));
 
+template <class T>
+inline constexpr bool is_reference_wrapper = false;
+
+template <class T>
+inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
+
+// Whether `f`, a callable as deduced, is empty: a null function pointer, a class with an explicit
+// operator bool that says so (std::function and the like), or a std::reference_wrapper around
+// one of them. A function is never empty.
+template <class F>
+bool is_empty_callable(const F& f) noexcept
+{
+    if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>)
+        return f == nullptr;
+    else if constexpr (requires { f.operator bool(); })
+        return !static_cast<bool>(f);
+    else if constexpr (is_reference_wrapper<F>)
+        return is_empty_callable(f.get());
+    else
+        return false;
+}
+
+// Throws std::invalid_argument if `f` is empty (see is_empty_callable()).
+template <class F>
+void check_not_empty(const F& f)
+{
+    if (is_empty_callable(f))
+        throw std::invalid_argument("sched: empty callable");
+}
+
 // The tick type of a body that is not periodic: it takes none.
 struct no_tick
 {};
@@ -175,10 +205,12 @@ public:
         {
             if constexpr (Periodic)
             {
-                // Planned by due_after_all(), unless a task handle runs it: then it runs.
+                // Planned by due_after_all(), unless it runs outside its pool (a task handle's
+                // run, or the caller's under caller_runs, never queued): then it runs, due when
+                // its schedule planned it.
                 std::optional<tick_type> tick = std::exchange(tick_, std::nullopt);
                 if (!tick)
-                    tick = schedule_.begin(this->due_time(), Clock::now(), false);
+                    tick = schedule_.begin(schedule_.due(), Clock::now(), false);
                 invoke_periodic(storage_.body, stop_, runner_stop, *tick);
                 schedule_.succeeded();
             }

@@ -9,7 +9,6 @@
 #include <sched/detail/timer_slack.hpp>
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <thread>
@@ -26,12 +25,6 @@ void call_hook(const Hook& hook, Args&&... args) noexcept
     if (hook)
         hook(std::forward<Args>(args)...);
 }
-
-template <class T>
-inline constexpr bool is_reference_wrapper = false;
-
-template <class T>
-inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
 
 inline pool_options options_with_threads(std::size_t threads)
 {
@@ -111,7 +104,7 @@ requires detail::task_body<F>
 auto basic_scheduled_thread_pool<Clock>::schedule_at(time_point due, F&& f)
     -> future_type<detail::task_result_t<F>>
 {
-    check_not_empty(f);
+    detail::check_not_empty(f);
     return make_and_queue<detail::task_result_t<F>, false>(
         std::forward<F>(f), due, detail::period_kind::one_shot, detail::no_schedule{});
 }
@@ -153,8 +146,9 @@ auto basic_scheduled_thread_pool<Clock>::make_periodic(
 {
     static_assert(std::is_void_v<detail::periodic_result_t<F, basic_tick<Clock>>>,
                   "a periodic task returns void");
-    check_not_empty(f);
-    detail::periodic_schedule<Clock> schedule(kind, checked_period(period), options);
+    detail::check_not_empty(f);
+    detail::periodic_schedule<Clock> schedule(kind, detail::checked_period<duration>(period),
+                                              options);
     const time_point first = schedule.first_due(detail::due_after<Clock>(initial_delay));
     return make_and_queue<void, true>(std::forward<F>(f), first, kind, schedule);
 }
@@ -164,7 +158,7 @@ template <class F>
 requires detail::task_body<F>
 void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 {
-    check_not_empty(f);
+    detail::check_not_empty(f);
     (void)make_and_queue<detail::task_result_t<F>, false>(std::forward<F>(f), Clock::now(),
                                                           detail::period_kind::one_shot,
                                                           detail::no_schedule{}, true);
@@ -354,19 +348,29 @@ void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
         t.release();
         return;
     }
-    task_handle_type handle(&t); // takes the runner's reference; dropping it cancels the task
+    task_ptr runner(&t, false); // takes the runner's reference
     switch (options_.rejection)
     {
     case rejection_policy::abort:
+        retire_cancelled(std::move(runner));
         throw rejected_execution(error::shutdown, "scheduled_thread_pool: shut down");
     case rejection_policy::caller_runs:
-        handle.run();
+        run_on_caller(std::move(runner));
         return;
     case rejection_policy::discard:
     case rejection_policy::discard_oldest:
-        handle.cancel();
+        retire_cancelled(std::move(runner));
         return;
     }
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
+{
+    const detail::run_outcome outcome = t->run(std::stop_token());
+    if (outcome.error)
+        report_failure(outcome.error, carries_failure(*t));
+    retire_cancelled(std::move(t)); // ends a periodic task: nothing will run it again
 }
 
 template <class Clock>
@@ -450,12 +454,8 @@ void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_ptr error) noexcept
 {
-    if (error) // before the task may run again; its future or handler carries a failure it ended
-               // with
-    {
-        report_failure(error, t->state() == future_state::exceptional && !t->unobserved() &&
-                                  !t->is_executor_function());
-    }
+    if (error) // before the task may run again
+        report_failure(error, carries_failure(*t));
     // As in Java, a periodic task is back in the queue before after_execute runs, so that the
     // hook's own time does not delay the next run. A task that is done is let go after it: its
     // outcome (the same exception, perhaps) then goes to its handler with no copy left here.
@@ -486,6 +486,12 @@ void basic_scheduled_thread_pool<Clock>::report_failure(const std::exception_ptr
         options_.error_sink(error);
     else if (!carried)
         detail::report_uncaught(options_.thread_name, error);
+}
+
+template <class Clock>
+bool basic_scheduled_thread_pool<Clock>::carries_failure(const task_type& t) noexcept
+{
+    return t.state() == future_state::exceptional && !t.unobserved() && !t.is_executor_function();
 }
 
 template <class Clock>
@@ -659,34 +665,6 @@ void basic_scheduled_thread_pool<Clock>::stop_workers() noexcept
     // while this thread (a canceller's, perhaps) is still inside request_stop().
     std::stop_source stop = stop_;
     stop.request_stop();
-}
-
-template <class Clock>
-template <class F>
-void basic_scheduled_thread_pool<Clock>::check_not_empty(const F& f)
-{
-    // F is as deduced: a function (never empty), a function pointer, a class with an explicit
-    // operator bool (std::function and the like), or a reference_wrapper around one of them.
-    bool empty = false;
-    if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>)
-        empty = f == nullptr;
-    else if constexpr (requires { f.operator bool(); })
-        empty = !static_cast<bool>(f);
-    else if constexpr (detail::is_reference_wrapper<F>)
-        check_not_empty(f.get());
-    if (empty)
-        throw std::invalid_argument("scheduled_thread_pool: empty callable");
-}
-
-template <class Clock>
-template <class Rep, class Period>
-auto basic_scheduled_thread_pool<Clock>::checked_period(std::chrono::duration<Rep, Period> period)
-    -> duration
-{
-    if (!(period > std::chrono::duration<Rep, Period>::zero()))
-        throw std::invalid_argument("scheduled_thread_pool: period must be positive");
-    // At least one tick: a period below the clock's resolution must still move forward.
-    return std::max(detail::saturating_cast<duration>(period), duration(1));
 }
 
 } // namespace sched
