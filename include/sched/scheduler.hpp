@@ -350,14 +350,8 @@ private:
     template <class Work>
     static std::exception_ptr empty_work_error(const Work& work) noexcept
     {
-        if constexpr (requires { static_cast<bool>(work); })
-        {
-            if (!static_cast<bool>(work))
-            {
-                return std::make_exception_ptr(
-                    std::invalid_argument("scheduler: empty work or tick"));
-            }
-        }
+        if (detail::is_empty_callable(work))
+            return std::make_exception_ptr(std::invalid_argument("scheduler: empty work or tick"));
         return nullptr;
     }
 

@@ -366,6 +366,19 @@ BOOST_FIXTURE_TEST_CASE(empty_work_or_nan_delay_completes_with_invalid_argument,
     complete_one();
     BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
 
+    error = nullptr; // the same through a std::reference_wrapper, and for a periodic tick
+    scheduler.async_schedule(1s, std::ref(empty), [&](std::exception_ptr e, int) { error = e; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
+    std::function<void()> empty_tick;
+    error = nullptr;
+    scheduler.async_schedule_at_fixed_rate(1s, 1s, std::ref(empty_tick),
+                                           [&](std::exception_ptr e, std::size_t) { error = e; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
+
     std::optional<error_code> result;
     scheduler.async_wait(std::chrono::duration<double>(std::nan("")),
                          [&](error_code ec) { result = ec; });
