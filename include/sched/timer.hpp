@@ -278,20 +278,25 @@ private:
         return detail::due_after<Clock>(delay);
     }
 
-    // A wall-clock time as a time on Clock; one that has passed is due now.
+    // A wall-clock time as a time on Clock, as far from now: one that has passed is as long ago
+    // (a fixed-rate task then makes up the runs missed since, as with Java's Timer).
     static time_point from_system(std::chrono::system_clock::time_point t)
     {
         using wall_clock = std::chrono::system_clock;
-        const wall_clock::time_point now = wall_clock::now();
-        if (t <= now)
-            return Clock::now();
-        // t - now is positive, and exact in unsigned arithmetic even beyond the signed range (a
-        // wall clock before 1970, t near max()); due_after() saturates it on Clock.
+        // Exact in unsigned arithmetic even beyond the signed range (t near min() or max()).
         using unsigned_duration =
             std::chrono::duration<std::make_unsigned_t<wall_clock::rep>, wall_clock::period>;
-        return detail::due_after<Clock>(
-            unsigned_duration(static_cast<unsigned_duration::rep>(t.time_since_epoch().count()) -
-                              static_cast<unsigned_duration::rep>(now.time_since_epoch().count())));
+        const auto distance = [](wall_clock::time_point from, wall_clock::time_point to) {
+            return unsigned_duration(
+                static_cast<unsigned_duration::rep>(to.time_since_epoch().count()) -
+                static_cast<unsigned_duration::rep>(from.time_since_epoch().count()));
+        };
+        const wall_clock::time_point wall_now = wall_clock::now();
+        if (t >= wall_now)
+            return detail::due_after<Clock>(distance(wall_now, t)); // saturates at "never"
+        const time_point now = Clock::now();
+        const duration ago = detail::saturating_cast<duration>(distance(t, wall_now));
+        return now.time_since_epoch() < duration::min() + ago ? time_point::min() : now - ago;
     }
 
     // java.util.Timer's fixed delay: a grid that each run's start moves.

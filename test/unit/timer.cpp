@@ -454,6 +454,17 @@ BOOST_AUTO_TEST_CASE(a_system_clock_time_point_is_converted_when_scheduled)
     BOOST_TEST(ran.wait_for_at_least(1));
 }
 
+BOOST_AUTO_TEST_CASE(fixed_rate_from_a_wall_clock_time_in_the_past_makes_up_the_missed_runs)
+{
+    counter ran;
+    manual_task task([&] { ran.increment(); });
+    manual_timer timer;
+    // Ten periods ago and a little more (the wall clock moves on while this runs): ten runs
+    // missed, and the one due now, all at once.
+    timer.schedule_at_fixed_rate(task, std::chrono::system_clock::now() - 100s, 10s);
+    BOOST_TEST(ran.wait_for_at_least(11)); // without the clock moving
+}
+
 BOOST_AUTO_TEST_CASE(a_wall_clock_time_long_past_runs_at_once_and_the_latest_does_not_overflow)
 {
     using wall_time = std::chrono::system_clock::time_point;
