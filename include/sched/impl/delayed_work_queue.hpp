@@ -144,7 +144,16 @@ auto basic_delayed_work_queue<Clock>::far_shard_for(node& task,
     // Threads spread over the shards in the order they first push; one thread keeps its shard.
     static std::atomic<std::size_t> threads_seen{0};
     thread_local const std::size_t thread_number = threads_seen.fetch_add(1);
-    return shards_[thread_number % shards_.size()].get();
+    // Its shard's index for the last shard count it saw: a division on every push cost more
+    // than the rest of this function.
+    thread_local std::size_t count_seen = 0;
+    thread_local std::size_t index = 0;
+    if (shards_.size() != count_seen)
+    {
+        count_seen = shards_.size();
+        index = thread_number % count_seen;
+    }
+    return shards_[index].get();
 }
 
 template <class Clock>
