@@ -256,6 +256,9 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_during_a_tick_ends_the_operation,
         io.reset();
         destroyed = true;
     });
+    // Time for the destruction to reach the operation first (the test passes either way; this
+    // way it shows the failure it is for).
+    std::this_thread::sleep_for(20ms);
     go_on = true;
     BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
     destroyer.join();
@@ -290,6 +293,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_
         io.reset();
         destroyed = true;
     });
+    std::this_thread::sleep_for(20ms); // as above: the destruction begins first
     BOOST_TEST(ticks_io.run_one() == 1u);
     BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
     destroyer.join();
