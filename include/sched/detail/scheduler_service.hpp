@@ -25,7 +25,8 @@ namespace sched::detail {
 // Lives in the execution context of a scheduler's I/O executor and keeps that context's pending
 // operations from outliving it: when the context shuts down, it ends the operations still
 // queued in the pools (their handlers are then destroyed with the context's other handlers,
-// unrun, as Asio does) and waits for those a worker is running to post their completions. In
+// unrun, as Asio does) and waits for those a worker is running, or whose tick is away on its own
+// executor, to post their completions (they are not queued again: see closing_down()). In
 // any other context that operations post to (a handler's or a tick's executor), it waits for the
 // posts under way.
 //
