@@ -1,13 +1,22 @@
+#include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/recycler.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
 #include <new>
+#include <utility>
+
+#if defined(__unix__)
+#include <sys/mman.h>
+#endif
 
 namespace sched::detail {
 namespace {
 
-// Size classes: multiples of 8 bytes up to 256 (malloc rounds to 16, so a pool's small tasks
-// waste nothing), then of 32 bytes up to 1,024, which holds an operation with a coroutine's
-// handler or a lambda capturing a few shared_ptrs, as Asio's own recycling does (up to 1,020).
+// Size classes: multiples of 8 bytes up to 256 (a pool's one-shot task is 56 bytes, and its block
+// is 56 bytes), then of 32 bytes up to 1,024, which holds an operation with a coroutine's handler
+// or a lambda capturing a few shared_ptrs, as Asio's own recycling does (up to 1,020).
 constexpr std::size_t small_granule = 8;
 constexpr std::size_t small_limit = 256;
 constexpr std::size_t large_granule = 32;
@@ -16,59 +25,50 @@ constexpr std::size_t small_classes = small_limit / small_granule;
 constexpr std::size_t class_count = small_classes + (largest - small_limit) / large_granule;
 // Per size class and thread. Fewer than a batch of completions frees at once is worse than
 // none: measured with 256 timeouts cancelled per handler, keeping 151 of each 432-byte batch (and
-// freeing the rest) cost 310 ns a pair, none 280, all 210. So at most 256 x (8 + 16 + ... + 1,024)
-// bytes, about 5 MB, sit idle in a thread that has freed that many blocks of every class.
+// freeing the rest) cost 310 ns a pair, none 280, all 210. A thread whose cache is empty takes up
+// to 32 blocks, and at most 4 KB, at once; so a cache keeps 256 blocks beside what is left of such
+// a refill, and once full gives back its older half. At most 288 x (8 + 16 + ... + 1,024) bytes,
+// about 6 MB, sit idle in a thread that has freed that many blocks of every class.
 constexpr std::size_t blocks_kept = 256;
+constexpr std::size_t refill_blocks = 32;
+constexpr std::size_t refill_bytes = 4096;
+constexpr std::size_t cache_limit = blocks_kept + refill_blocks;
+
+// Blocks are carved from spans: regions of span_size bytes, aligned to that size, each holding a
+// header and then blocks of one class with nothing between them (malloc's own header would
+// make a 56-byte block take 64 bytes). A span goes back to the system once all its blocks are
+// back; each class keeps one empty span for the next refill.
+constexpr std::size_t span_size = std::size_t(64) * 1024;
+constexpr std::size_t span_header = 64; // a multiple of 16: a block is aligned as its size allows
 
 struct free_block
 {
     free_block* next;
 };
 
-struct free_list
+struct span
 {
-    free_block* head;
-    std::size_t count;
+    span* prev; // in its class's list of spans with room, while it is there
+    span* next;
+    free_block* free;   // blocks given back
+    std::size_t carved; // blocks carved so far, from the start
+    std::size_t live;   // blocks out of the span (with callers, or in threads' caches)
+    bool listed;        // in the list of spans with room
 };
 
-// Trivially destructible, so it can still be read while the thread (or, for the main thread, the
-// program) is being torn down: a block freed then goes straight to operator delete.
-struct thread_cache
+static_assert(sizeof(span) <= span_header);
+
+// Spans of one class, under its lock.
+struct span_list
 {
-    free_list lists[class_count];
-    bool registered; // the closer below will empty the cache when the thread exits
-    bool closed;     // it has done so
+    atomic_mutex mutex;
+    span* with_room = nullptr; // spans with a free block or room to carve one
+    span* spare = nullptr;     // an empty span kept back
 };
 
-constinit thread_local thread_cache cache{};
-
-struct cache_closer
-{
-    cache_closer() = default;
-    cache_closer(const cache_closer&) = delete;
-    cache_closer& operator=(const cache_closer&) = delete;
-
-    ~cache_closer()
-    {
-        cache.closed = true;
-        for (free_list& list : cache.lists)
-        {
-            while (free_block* b = list.head)
-            {
-                list.head = b->next;
-                ::operator delete(b);
-            }
-            list.count = 0;
-        }
-    }
-};
-
-void register_closer()
-{
-    thread_local cache_closer closer;
-    (void)closer;
-    cache.registered = true;
-}
+// Never destroyed (trivially destructible), so that a block freed during the program's teardown
+// still finds its span.
+constinit span_list spans[class_count];
 
 // The size class of a block of `size` bytes (0 < size <= largest), and its blocks' size.
 std::size_t class_of(std::size_t size) noexcept
@@ -87,6 +87,231 @@ constexpr std::size_t block_size(std::size_t index) noexcept
 
 static_assert(block_size(class_count - 1) == largest);
 
+constexpr std::size_t blocks_per_span(std::size_t index) noexcept
+{
+    return (span_size - span_header) / block_size(index);
+}
+
+span* span_of(void* block) noexcept
+{
+    return reinterpret_cast<span*>(reinterpret_cast<std::uintptr_t>(block) & ~(span_size - 1));
+}
+
+void link(span_list& list, span& s) noexcept
+{
+    s.prev = nullptr;
+    s.next = list.with_room;
+    if (list.with_room)
+        list.with_room->prev = &s;
+    list.with_room = &s;
+    s.listed = true;
+}
+
+void unlink(span_list& list, span& s) noexcept
+{
+    (s.prev ? s.prev->next : list.with_room) = s.next;
+    if (s.next)
+        s.next->prev = s.prev;
+    s.listed = false;
+}
+
+#if defined(__unix__)
+// Spans are mapped spans_per_map at a time (one mapping, trimmed to alignment: an aligned
+// operator new of 64 KB costs glibc 8 KB more of resident memory, measured), the ones not yet
+// used kept untouched (so not resident) in a reserve, and unmapped one at a time, so that a
+// span's memory goes back to the system as soon as it is freed.
+constexpr std::size_t spans_per_map = 16;
+
+struct span_reserve
+{
+    atomic_mutex mutex;
+    std::uintptr_t spans[spans_per_map];
+    std::size_t count = 0;
+};
+
+constinit span_reserve reserve{};
+
+void* new_span_memory()
+{
+    std::lock_guard lock(reserve.mutex);
+    if (reserve.count == 0)
+    {
+        const std::size_t bytes = (spans_per_map + 1) * span_size;
+        void* mapping =
+            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mapping == MAP_FAILED)
+            throw std::bad_alloc();
+        const auto begin = reinterpret_cast<std::uintptr_t>(mapping);
+        const std::uintptr_t first = (begin + span_size - 1) & ~(span_size - 1);
+        const std::uintptr_t last = first + spans_per_map * span_size;
+        if (first != begin)
+            ::munmap(mapping, first - begin);
+        if (last != begin + bytes)
+            ::munmap(reinterpret_cast<void*>(last), begin + bytes - last);
+        for (std::uintptr_t s = last; s != first; s -= span_size)
+            reserve.spans[reserve.count++] = s - span_size;
+    }
+    return reinterpret_cast<void*>(reserve.spans[--reserve.count]);
+}
+
+void delete_span(span* s) noexcept
+{
+    ::munmap(s, span_size);
+}
+#else
+void* new_span_memory()
+{
+    return ::operator new(span_size, std::align_val_t(span_size));
+}
+
+void delete_span(span* s) noexcept
+{
+    ::operator delete(s, span_size, std::align_val_t(span_size));
+}
+#endif
+
+span* new_span()
+{
+    return ::new (new_span_memory()) span{};
+}
+
+// Under the class's lock: a block of the class, from a span with room, the spare, or a new span.
+void* take_block(span_list& list, std::size_t index)
+{
+    span* s = list.with_room;
+    if (!s)
+    {
+        s = std::exchange(list.spare, nullptr);
+        if (!s)
+            s = new_span();
+        link(list, *s);
+    }
+    void* block;
+    if (free_block* b = s->free)
+    {
+        s->free = b->next;
+        block = b;
+    }
+    else
+        block = reinterpret_cast<char*>(s) + span_header + s->carved++ * block_size(index);
+    ++s->live;
+    if (!s->free && s->carved == blocks_per_span(index))
+        unlink(list, *s);
+    return block;
+}
+
+// Under the class's lock: `block` is back in its span.
+void give_back(span_list& list, void* block) noexcept
+{
+    span& s = *span_of(block);
+    s.free = ::new (block) free_block{s.free};
+    if (--s.live != 0)
+    {
+        if (!s.listed)
+            link(list, s);
+        return;
+    }
+    if (s.listed)
+        unlink(list, s);
+    if (list.spare)
+        delete_span(&s);
+    else
+    {
+        s.free = nullptr; // every carved block is back: carving starts over
+        s.carved = 0;
+        list.spare = &s;
+    }
+}
+
+struct free_list
+{
+    free_block* head;
+    std::size_t count;
+};
+
+// Gives the blocks of a chain back to their spans.
+void give_back_all(std::size_t index, free_block* chain) noexcept
+{
+    span_list& list = spans[index];
+    std::lock_guard lock(list.mutex);
+    while (free_block* b = chain)
+    {
+        chain = b->next;
+        give_back(list, b);
+    }
+}
+
+// Trivially destructible, so it can still be read while the thread (or, for the main thread, the
+// program) is being torn down: a block freed then goes straight back to its span.
+struct thread_cache
+{
+    free_list lists[class_count];
+    bool registered; // the closer below will empty the cache when the thread exits
+    bool closed;     // it has done so
+};
+
+constinit thread_local thread_cache cache{};
+
+struct cache_closer
+{
+    cache_closer() = default;
+    cache_closer(const cache_closer&) = delete;
+    cache_closer& operator=(const cache_closer&) = delete;
+
+    ~cache_closer()
+    {
+        cache.closed = true;
+        for (std::size_t index = 0; index < class_count; ++index)
+        {
+            free_list& list = cache.lists[index];
+            give_back_all(index, std::exchange(list.head, nullptr));
+            list.count = 0;
+        }
+    }
+};
+
+void register_closer()
+{
+    thread_local cache_closer closer;
+    (void)closer;
+    cache.registered = true;
+}
+
+// The cache of the class is empty: takes a batch of blocks from the spans, returns one and keeps
+// the rest (none once the cache is closed).
+void* refill(std::size_t index)
+{
+    free_list& cached = cache.lists[index];
+    const std::size_t batch =
+        cache.closed ? 1
+                     : std::clamp(refill_bytes / block_size(index), std::size_t(1), refill_blocks);
+    span_list& list = spans[index];
+    std::lock_guard lock(list.mutex);
+    void* blocks[refill_blocks];
+    for (std::size_t i = 0; i < batch; ++i)
+        blocks[i] = take_block(list, index);
+    for (std::size_t i = batch; i-- > 1;)
+    {
+        cached.head = ::new (blocks[i]) free_block{cached.head};
+        ++cached.count;
+    }
+    void* block = blocks[0];
+    if (batch > 1 && !cache.registered)
+        register_closer();
+    return block;
+}
+
+// The cache of the class is full: gives its older half back to the spans.
+void spill(std::size_t index)
+{
+    free_list& cached = cache.lists[index];
+    free_block* last_kept = cached.head;
+    for (std::size_t i = 1; i < cache_limit / 2; ++i)
+        last_kept = last_kept->next;
+    give_back_all(index, std::exchange(last_kept->next, nullptr));
+    cached.count = cache_limit / 2;
+}
+
 } // namespace
 
 void* recycled_allocate(std::size_t size)
@@ -94,32 +319,36 @@ void* recycled_allocate(std::size_t size)
     if (!recycles_blocks || size == 0 || size > largest)
         return ::operator new(size);
     const std::size_t index = class_of(size);
-    free_list& list = cache.lists[index];
-    if (free_block* b = list.head)
+    free_list& cached = cache.lists[index];
+    if (free_block* b = cached.head)
     {
-        list.head = b->next;
-        --list.count;
+        cached.head = b->next;
+        --cached.count;
         return b;
     }
-    return ::operator new(block_size(index));
+    return refill(index);
 }
 
 void recycled_deallocate(void* block, std::size_t size) noexcept
 {
-    if (recycles_blocks && size != 0 && size <= largest && !cache.closed)
+    if (!recycles_blocks || size == 0 || size > largest)
     {
-        const std::size_t index = class_of(size);
-        free_list& list = cache.lists[index];
-        if (list.count < blocks_kept)
-        {
-            if (!cache.registered)
-                register_closer();
-            list.head = ::new (block) free_block{list.head};
-            ++list.count;
-            return;
-        }
+        ::operator delete(block);
+        return;
     }
-    ::operator delete(block);
+    const std::size_t index = class_of(size);
+    if (cache.closed)
+    {
+        give_back_all(index, ::new (block) free_block{nullptr});
+        return;
+    }
+    free_list& cached = cache.lists[index];
+    if (cached.count == cache_limit)
+        spill(index);
+    if (!cache.registered)
+        register_closer();
+    cached.head = ::new (block) free_block{cached.head};
+    ++cached.count;
 }
 
 } // namespace sched::detail

@@ -9,11 +9,13 @@
 #include <cstring>
 #include <iterator>
 #include <new>
+#include <numeric>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "support/recycler_probe.hpp"
+#include "support/resident_memory.hpp"
 
 using sched::detail::max_recycled_size;
 using sched::detail::recycled_allocate;
@@ -130,19 +132,80 @@ BOOST_AUTO_TEST_CASE(a_batch_of_256_blocks_freed_together_all_comes_back)
     }
 }
 
-BOOST_AUTO_TEST_CASE(blocks_are_aligned_for_any_object)
+BOOST_AUTO_TEST_CASE(blocks_are_aligned_for_any_object_of_their_size)
 {
+    // An object's alignment divides its size and, unless it is over-aligned (which the recycling
+    // allocator sends to operator new), __STDCPP_DEFAULT_NEW_ALIGNMENT__. Many blocks of each
+    // size, so that blocks deep into a span are checked too.
     const std::size_t misaligned = on_new_thread([] {
         std::size_t count = 0;
+        std::vector<void*> blocks(100);
         for (std::size_t size = 1; size <= max_recycled_size + 64; size += 7)
         {
-            void* block = allocate_and_fill(size);
-            count += address(block) % __STDCPP_DEFAULT_NEW_ALIGNMENT__ != 0;
-            recycled_deallocate(block, size);
+            const std::size_t alignment = std::gcd(size, __STDCPP_DEFAULT_NEW_ALIGNMENT__);
+            for (void*& block : blocks)
+            {
+                block = allocate_and_fill(size);
+                count += address(block) % alignment != 0;
+            }
+            for (void* block : blocks)
+                recycled_deallocate(block, size);
         }
         return count;
     });
     BOOST_TEST(misaligned == 0u);
+}
+
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
+BOOST_AUTO_TEST_CASE(blocks_of_a_size_class_lie_side_by_side_with_no_header)
+{
+    // A pool's one-shot task with a one-pointer capture is 56 bytes: malloc would put its own
+    // header in front of each and take 64.
+    constexpr std::size_t size = 56;
+    std::vector<std::uintptr_t> seen = on_new_thread([] {
+        std::vector<void*> blocks(1'000);
+        for (void*& block : blocks)
+            block = allocate_and_fill(size);
+        std::vector<std::uintptr_t> addresses;
+        std::transform(blocks.begin(), blocks.end(), std::back_inserter(addresses), address);
+        for (void* block : blocks)
+            recycled_deallocate(block, size);
+        return addresses;
+    });
+    std::sort(seen.begin(), seen.end());
+    std::size_t adjacent = 0;
+    for (std::size_t i = 1; i < seen.size(); ++i)
+        adjacent += seen[i] - seen[i - 1] == size;
+    // All but the steps from one span to the next (a 64 KB span holds over a thousand).
+    BOOST_TEST(adjacent >= seen.size() - 3);
+}
+
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling) *
+                     boost::unit_test::precondition(sched::test::resident_size_readable))
+BOOST_AUTO_TEST_CASE(memory_freed_on_another_thread_goes_back_to_the_system)
+{
+    // 64 MB of 56-byte blocks, allocated on one thread and freed on another; both threads end,
+    // so nothing is left in their caches. The resident size then falls back by most of it.
+    constexpr std::size_t size = 56;
+    constexpr std::size_t count = (std::size_t(64) << 20) / size;
+    const std::int64_t before = sched::test::resident_bytes();
+    std::vector<void*> blocks = on_new_thread([] {
+        std::vector<void*> allocated(count);
+        for (void*& block : allocated)
+            block = allocate_and_fill(size);
+        return allocated;
+    });
+    const std::int64_t peak = sched::test::resident_bytes();
+    on_new_thread([&blocks] {
+        for (void* block : blocks)
+            recycled_deallocate(block, size);
+        return 0;
+    });
+    blocks = std::vector<void*>();
+    const std::int64_t after = sched::test::resident_bytes();
+    BOOST_TEST_REQUIRE(peak - before >= std::int64_t(count * size));
+    BOOST_TEST(after - before < (peak - before) / 4,
+               "before " << before << ", with the blocks " << peak << ", after " << after);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
