@@ -67,6 +67,10 @@ public:
  * Delays and periods too large for the clock saturate: a run due at time_point::max() never
  * happens.
  *
+ * When memory runs out, a schedule call that cannot queue its task throws std::bad_alloc and
+ * leaves the task as it was (it may be scheduled again); a periodic task that cannot be queued
+ * for its next run ends (`executed`), and the error handler is given the std::bad_alloc.
+ *
  * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
  * run, a run under way finishes, and scheduling afterwards throws sched::timer_cancelled. The
  * destructor cancels the timer and waits for a run under way (unless called by that run).
@@ -327,7 +331,16 @@ private:
         if (!n.begin_schedule(schedule))
             throw task_already_scheduled();
         n.keep = task.node_;
-        queue_.push(n, due);
+        try
+        {
+            queue_.push(n, due);
+        }
+        catch (...) // out of memory: as if never scheduled
+        {
+            n.keep.reset();
+            n.abandon_schedule();
+            throw;
+        }
     }
 
     void main_loop(std::stop_token stop)
@@ -389,7 +402,16 @@ private:
         else
         {
             n.keep = std::move(keep);
-            queue_.push(n, next);
+            try
+            {
+                queue_.push(n, next);
+            }
+            catch (...) // out of memory: the task cannot run again, and ends
+            {
+                keep = std::move(n.keep);
+                report(std::current_exception());
+                n.end_by_failure();
+            }
         }
     }
 

@@ -13,13 +13,16 @@
 #include <functional>
 #include <future>
 #include <iterator>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/failing_allocation.hpp"
 #include "support/manual_clock_fixture.hpp"
 #include "support/tick_log.hpp"
 #include "support/wait.hpp"
@@ -527,6 +530,78 @@ BOOST_AUTO_TEST_CASE(a_task_may_cancel_the_timer_and_its_run_is_the_last)
     BOOST_TEST(cancelled.wait_for_at_least(1));
     BOOST_TEST((other.state() == timer_task_state::cancelled));
     BOOST_TEST(ran.value() == 0);
+}
+
+// Schedules fillers due far ahead, each with the next aligned allocation failing on this thread,
+// until one throws std::bad_alloc: the timer's queue is then full to its capacity, so the next push
+// must grow it. Returns the filler that could not be scheduled, or null if none failed.
+manual_task* fill_to_capacity(manual_timer& timer,
+                              std::vector<std::unique_ptr<manual_task>>& fillers)
+{
+    for (std::unique_ptr<manual_task>& filler : fillers)
+    {
+        sched::test::fail_next_aligned_allocation();
+        try
+        {
+            timer.schedule(*filler, 1h);
+        }
+        catch (const std::bad_alloc&)
+        {
+            return filler.get();
+        }
+    }
+    sched::test::fail_next_aligned_allocation(false);
+    return nullptr;
+}
+
+std::vector<std::unique_ptr<manual_task>> make_fillers()
+{
+    std::vector<std::unique_ptr<manual_task>> fillers;
+    for (int i = 0; i < 10'000; ++i)
+        fillers.push_back(std::make_unique<manual_task>(do_nothing));
+    return fillers;
+}
+
+BOOST_AUTO_TEST_CASE(a_schedule_out_of_memory_throws_and_leaves_the_task_to_be_scheduled_again)
+{
+    manual_timer timer;
+    std::vector<std::unique_ptr<manual_task>> fillers = make_fillers();
+    manual_task* refused = fill_to_capacity(timer, fillers);
+    BOOST_TEST_REQUIRE(refused != nullptr);
+    BOOST_TEST((refused->state() == timer_task_state::virgin));
+    counter ran;
+    manual_task task([&] { ran.increment(); });
+    timer.schedule(task, 1s); // the queue can grow now
+    timer.schedule(*refused, 2h);
+    BOOST_TEST((refused->state() == timer_task_state::scheduled));
+    manual_clock::advance(1s);
+    BOOST_TEST(ran.wait_for_at_least(1));
+}
+
+BOOST_AUTO_TEST_CASE(a_periodic_task_that_cannot_be_queued_again_ends_and_the_handler_is_told)
+{
+    error_log errors;
+    manual_timer timer("no-memory", errors.sink());
+    std::vector<std::unique_ptr<manual_task>> fillers = make_fillers();
+    counter runs;
+    manual_task periodic([&] {
+        if (runs.value() == 0) // on the timer's thread: fills the queue, then its next push fails
+        {
+            if (fill_to_capacity(timer, fillers))
+                sched::test::fail_next_aligned_allocation();
+        }
+        runs.increment();
+    });
+    timer.schedule_at_fixed_rate(periodic, 0s, 1s);
+    BOOST_TEST(runs.wait_for_at_least(1));
+    manual_clock::advance(5s); // it would have run 5 more times
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST(after.ran.wait_for_at_least(1)); // the thread lives on
+    BOOST_TEST(runs.value() == 1);
+    BOOST_TEST((periodic.state() == timer_task_state::executed));
+    BOOST_TEST(errors.snapshot() == (std::vector<std::string>{std::bad_alloc().what()}),
+               boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -59,6 +59,16 @@ public:
         return true;
     }
 
+    // The timer, as the task it began to schedule could not be queued: scheduled → virgin (unless
+    // cancelled meanwhile), so that it may be scheduled again.
+    void abandon_schedule() noexcept
+    {
+        timer_task_state expected = timer_task_state::scheduled;
+        (void)state_.compare_exchange_strong(expected, timer_task_state::virgin,
+                                             std::memory_order_acq_rel);
+        schedule_.reset();
+    }
+
     // The timer's thread, for a one-shot task about to run: scheduled → executed; false if it
     // was cancelled first.
     bool begin_last_run() noexcept

@@ -1,0 +1,50 @@
+#include "support/failing_allocation.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace {
+
+thread_local bool fail_next = false;
+
+} // namespace
+
+namespace sched::test {
+
+void fail_next_aligned_allocation(bool fail) noexcept
+{
+    fail_next = fail;
+}
+
+bool aligned_allocation_failure_armed() noexcept
+{
+    return fail_next;
+}
+
+} // namespace sched::test
+
+// The replaceable aligned forms (the array and nothrow forms call these).
+void* operator new(std::size_t size, std::align_val_t alignment)
+{
+    if (std::exchange(fail_next, false))
+        throw std::bad_alloc();
+    const auto align = static_cast<std::size_t>(alignment);
+    // aligned_alloc wants a size that is a non-zero multiple of the alignment.
+    const std::size_t rounded = (std::max<std::size_t>(size, 1) + align - 1) / align * align;
+    if (void* p = std::aligned_alloc(align, rounded))
+        return p;
+    throw std::bad_alloc();
+}
+
+void operator delete(void* p, std::align_val_t) noexcept
+{
+    std::free(p);
+}
+
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept
+{
+    std::free(p);
+}

@@ -1,0 +1,17 @@
+#ifndef SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
+#define SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
+
+namespace sched::test {
+
+// Makes the next over-aligned operator new on this thread throw std::bad_alloc (or, with false,
+// no longer): the one that grows a queue's heap (its array is aligned to a group of children), so
+// a test can see what a push does when memory runs out. The test binary replaces the aligned
+// operator new and delete for this (support/failing_allocation.cpp).
+void fail_next_aligned_allocation(bool fail = true) noexcept;
+
+// Whether that failure is still armed (nothing on this thread has allocated since).
+bool aligned_allocation_failure_armed() noexcept;
+
+} // namespace sched::test
+
+#endif // SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
