@@ -1,15 +1,13 @@
 #include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/mapped_memory.hpp>
 #include <sched/detail/recycler.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <new>
 #include <utility>
-
-#if defined(__unix__)
-#include <sys/mman.h>
-#endif
 
 namespace sched::detail {
 namespace {
@@ -115,17 +113,16 @@ void unlink(span_list& list, span& s) noexcept
     s.listed = false;
 }
 
-#if defined(__unix__)
-// Spans are mapped spans_per_map at a time (one mapping, trimmed to alignment: an aligned
-// operator new of 64 KB costs glibc 8 KB more of resident memory, measured), the ones not yet
-// used kept untouched (so not resident) in a reserve, and unmapped one at a time, so that a
-// span's memory goes back to the system as soon as it is freed.
-constexpr std::size_t spans_per_map = 16;
+// Spans are mapped spans_per_map at a time, the ones not yet used kept untouched (so not
+// resident) in a reserve, and unmapped one at a time, so that a span's memory goes back to the
+// system as soon as it is freed. (An aligned operator new of 64 KB would cost glibc 8 KB more of
+// resident memory, measured.)
+constexpr std::size_t spans_per_map = maps_memory ? 16 : 1;
 
 struct span_reserve
 {
     atomic_mutex mutex;
-    std::uintptr_t spans[spans_per_map];
+    void* spans[spans_per_map];
     std::size_t count = 0;
 };
 
@@ -136,39 +133,17 @@ void* new_span_memory()
     std::lock_guard lock(reserve.mutex);
     if (reserve.count == 0)
     {
-        const std::size_t bytes = (spans_per_map + 1) * span_size;
-        void* mapping =
-            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mapping == MAP_FAILED)
-            throw std::bad_alloc();
-        const auto begin = reinterpret_cast<std::uintptr_t>(mapping);
-        const std::uintptr_t first = (begin + span_size - 1) & ~(span_size - 1);
-        const std::uintptr_t last = first + spans_per_map * span_size;
-        if (first != begin)
-            ::munmap(mapping, first - begin);
-        if (last != begin + bytes)
-            ::munmap(reinterpret_cast<void*>(last), begin + bytes - last);
-        for (std::uintptr_t s = last; s != first; s -= span_size)
-            reserve.spans[reserve.count++] = s - span_size;
+        auto* first = static_cast<std::byte*>(map_memory(spans_per_map * span_size, span_size));
+        for (std::size_t i = spans_per_map; i-- > 0;)
+            reserve.spans[reserve.count++] = first + i * span_size;
     }
-    return reinterpret_cast<void*>(reserve.spans[--reserve.count]);
+    return reserve.spans[--reserve.count];
 }
 
 void delete_span(span* s) noexcept
 {
-    ::munmap(s, span_size);
+    unmap_memory(s, span_size, span_size);
 }
-#else
-void* new_span_memory()
-{
-    return ::operator new(span_size, std::align_val_t(span_size));
-}
-
-void delete_span(span* s) noexcept
-{
-    ::operator delete(s, span_size, std::align_val_t(span_size));
-}
-#endif
 
 span* new_span()
 {

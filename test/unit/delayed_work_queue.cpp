@@ -1,10 +1,15 @@
 #include <sched/delayed_work_queue.hpp>
 
+#include <sched/detail/mapped_memory.hpp>
+
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <iterator>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "support/queue_fixture.hpp"
+#include "support/resident_memory.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -27,6 +33,26 @@ using queue_type = sched::basic_delayed_work_queue<manual_clock>;
 using node = queue_type::node;
 
 using sched::test::queue_fixture;
+
+// A precondition: the queue maps its large heap arrays from the system (not under
+// AddressSanitizer, whose allocator keeps freed blocks in quarantine anyway).
+boost::test_tools::assertion_result maps_large_arrays(boost::unit_test::test_unit_id)
+{
+    boost::test_tools::assertion_result result(sched::detail::maps_memory);
+    result.message() << "large arrays come from operator new here";
+    return result;
+}
+
+// As after a program has freed a block of 24 MB: glibc serves blocks below that from its heap from
+// then on (its mmap threshold rises to the size of the mapped blocks freed), and keeps them
+// resident once freed, until malloc_trim().
+void raise_mallocs_mmap_threshold()
+{
+    void* large = std::malloc(std::size_t(24) << 20);
+    BOOST_TEST_REQUIRE(large != nullptr);
+    std::memset(large, 1, std::size_t(24) << 20);
+    std::free(large);
+}
 
 } // namespace
 
@@ -787,6 +813,37 @@ BOOST_FIXTURE_TEST_CASE(a_dismissed_leader_leaves_its_head_to_the_takers,
     BOOST_TEST(leader.step_downs == 1);
     manual_clock::advance(10s); // due: the taker takes it at once, no grace
     BOOST_TEST(taker.get() == 1);
+}
+
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(maps_large_arrays) *
+                     boost::unit_test::precondition(sched::test::resident_size_readable))
+BOOST_AUTO_TEST_CASE(the_heaps_arrays_go_back_to_the_system_as_it_outgrows_them_and_empties)
+{
+    constexpr std::size_t count = std::size_t(1) << 20;
+    constexpr std::size_t entries = count * 16; // 16 MB: a due time and a pointer each
+    // What that many bytes of mapped memory add to the resident size when written: more than
+    // their size under ThreadSanitizer, whose shadow memory grows with them.
+    const std::int64_t cost = [] {
+        const std::int64_t before = sched::test::resident_bytes();
+        void* block = sched::detail::map_memory(entries, 4096);
+        std::memset(block, 1, entries);
+        const std::int64_t written = sched::test::resident_bytes();
+        sched::detail::unmap_memory(block, entries, 4096);
+        return written - before;
+    }();
+    std::vector<test_task> tasks(count);
+    raise_mallocs_mmap_threshold();
+    queue_type big_queue;
+    const std::int64_t before = sched::test::resident_bytes();
+    for (test_task& t : tasks)
+        big_queue.push(t, manual_clock::now() + 1h);
+    const std::int64_t full = sched::test::resident_bytes();
+    BOOST_TEST_REQUIRE(full - before >= static_cast<std::int64_t>(entries));
+    // The arrays it outgrew on the way (8 MB, 4 MB, ...) would add about as much again.
+    BOOST_TEST(full - before < cost * 3 / 2, "grew by " << full - before << " for " << cost);
+    BOOST_TEST(big_queue.clear() == count);
+    const std::int64_t after = sched::test::resident_bytes();
+    BOOST_TEST(after - before < cost / 4, "still " << after - before << " bytes above");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

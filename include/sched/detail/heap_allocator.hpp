@@ -1,6 +1,8 @@
 #ifndef SCHED_DETAIL_HEAP_ALLOCATOR_HPP
 #define SCHED_DETAIL_HEAP_ALLOCATOR_HPP
 
+#include <sched/detail/mapped_memory.hpp>
+
 #include <cstddef>
 #include <new>
 
@@ -31,18 +33,34 @@ struct heap_allocator
 
     T* allocate(std::size_t n)
     {
-        auto* block = static_cast<std::byte*>(
-            ::operator new(n * sizeof(T) + line - sizeof(T), std::align_val_t(line)));
-        return reinterpret_cast<T*>(block + line - sizeof(T));
+        const std::size_t bytes = block_bytes(n);
+        void* block = maps_memory && bytes >= mapped_bytes
+                          ? map_memory(bytes, line)
+                          : ::operator new(bytes, std::align_val_t(line));
+        return reinterpret_cast<T*>(static_cast<std::byte*>(block) + line - sizeof(T));
     }
 
-    void deallocate(T* p, std::size_t) noexcept
+    void deallocate(T* p, std::size_t n) noexcept
     {
-        ::operator delete(reinterpret_cast<std::byte*>(p) - (line - sizeof(T)),
-                          std::align_val_t(line));
+        std::byte* block = reinterpret_cast<std::byte*>(p) - (line - sizeof(T));
+        const std::size_t bytes = block_bytes(n);
+        if (maps_memory && bytes >= mapped_bytes)
+            unmap_memory(block, bytes, line);
+        else
+            ::operator delete(block, std::align_val_t(line));
     }
 
     friend bool operator==(const heap_allocator&, const heap_allocator&) noexcept { return true; }
+
+private:
+    // Arrays this large are mapped (see mapped_memory.hpp), so that an outgrown one goes back to
+    // the system as the heap moves to a larger one, and the last one as the heap empties.
+    static constexpr std::size_t mapped_bytes = std::size_t(128) * 1024;
+
+    static std::size_t block_bytes(std::size_t n) noexcept
+    {
+        return n * sizeof(T) + line - sizeof(T);
+    }
 };
 
 } // namespace sched::detail

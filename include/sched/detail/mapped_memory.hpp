@@ -1,0 +1,29 @@
+#ifndef SCHED_DETAIL_MAPPED_MEMORY_HPP
+#define SCHED_DETAIL_MAPPED_MEMORY_HPP
+
+#include <cstddef>
+
+namespace sched::detail {
+
+// Memory mapped from the system, for large blocks whose pages must go back to it as soon as they
+// are freed: glibc serves a block below its mmap threshold (which rises, up to 32 MB, each time a
+// mapped block is freed) from its heap, and keeps it resident after it is freed until
+// malloc_trim() - a queue's outgrown heap arrays, for one. Where there is no mmap, and under
+// AddressSanitizer (so that it sees each use), operator new and delete instead.
+#if defined(__unix__) && !defined(__SANITIZE_ADDRESS__)
+inline constexpr bool maps_memory = true;
+#else
+inline constexpr bool maps_memory = false;
+#endif
+
+// `bytes` (a multiple of the page size is best) aligned to `alignment`, a power of two.
+// Throws std::bad_alloc.
+void* map_memory(std::size_t bytes, std::size_t alignment);
+
+// Frees `bytes` from `block`: the whole of what map_memory(bytes, alignment) returned, or, where
+// maps_memory, any part of it that starts on a page boundary.
+void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept;
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_MAPPED_MEMORY_HPP
