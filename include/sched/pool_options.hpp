@@ -29,7 +29,9 @@ enum class rejection_policy
     discard_oldest,
 };
 
-/// Wraps every run of one task; it must call `run` exactly once. See pool_options::decorate_task.
+/// Wraps every run of one task; it must call `run` exactly once. If it does not, the run fails
+/// with std::logic_error (a second call throws it too, without running the task again). See
+/// pool_options::decorate_task.
 using task_wrapper = std::function<void(const std::function<void()>& run)>;
 
 /// How a scheduled_thread_pool is built and behaves.

@@ -701,6 +701,30 @@ BOOST_AUTO_TEST_CASE(a_wrapper_that_skips_the_run_fails_the_task)
     BOOST_CHECK_THROW(pool.submit([] { return 1; }).get(), std::logic_error);
 }
 
+BOOST_AUTO_TEST_CASE(a_wrapper_that_runs_its_task_twice_runs_it_once_and_fails_the_task)
+{
+    sched::pool_options options = single_worker();
+    std::atomic<int> refused{0};
+    options.decorate_task = [&refused] {
+        return sched::task_wrapper([&refused](const std::function<void()>& run) {
+            run();
+            try
+            {
+                run(); // a retry, say
+            }
+            catch (const std::logic_error&)
+            {
+                ++refused;
+            }
+        });
+    };
+    manual_pool pool(options);
+    std::atomic<int> runs{0};
+    BOOST_CHECK_THROW(pool.submit([&runs] { return ++runs; }).get(), std::logic_error);
+    BOOST_TEST(runs.load() == 1);
+    BOOST_TEST(refused.load() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(stop_token_tasks_run_with_a_token_that_is_not_stopped)
 {
     manual_pool pool(1);

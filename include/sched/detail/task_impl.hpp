@@ -346,9 +346,10 @@ public:
         using result = std::invoke_result_t<F&, Args...>;
         std::conditional_t<std::is_void_v<result>, bool, std::optional<result>> outcome{};
         std::exception_ptr error;
-        bool called = false;
+        int calls = 0;
         auto run = [&] {
-            called = true;
+            if (++calls > 1) // the body runs at most once a run, whatever the wrapper does
+                throw std::logic_error(twice);
             try
             {
                 if constexpr (std::is_void_v<result>)
@@ -366,15 +367,20 @@ public:
             }
         };
         wrapper_(std::function<void()>(std::ref(run))); // a reference: no allocation
+        if (calls > 1)
+            throw std::logic_error(twice);
         if (error)
             std::rethrow_exception(error);
-        if (!called || !outcome)
+        if (calls == 0 || !outcome)
             throw std::logic_error("sched: a task wrapper from decorate_task did not run its task");
         if constexpr (!std::is_void_v<result>)
             return std::move(*outcome);
     }
 
 private:
+    static constexpr const char* twice =
+        "sched: a task wrapper from decorate_task ran its task twice";
+
     F body_;
     Wrapper wrapper_;
 };
