@@ -205,25 +205,34 @@ public:
 
     /// Ends the timer (java.util.Timer.cancel()): queued tasks are cancelled without running, a
     /// run under way finishes, later schedule calls throw sched::timer_cancelled. Returns once
-    /// that run has finished, unless called from it (that run is then the last). Calling it
-    /// again does nothing.
+    /// that run has finished, unless called from it (that run is then the last); so does a call
+    /// made meanwhile from another thread. Calling it again does nothing.
     void cancel() noexcept
     {
+        // Callers other than the timer's thread one at a time, so that a second one too returns
+        // only once the first has cancelled the queue and the thread has ended. (The thread
+        // itself must not wait for them: they wait for it.)
+        const bool on_timer_thread = thread_.get_id() == std::this_thread::get_id();
+        std::unique_lock one_at_a_time(cancel_mutex_, std::defer_lock);
+        if (!on_timer_thread)
+            one_at_a_time.lock();
+        bool first = false;
         {
             std::lock_guard lock(mutex_);
-            if (cancelled_)
-                return;
-            cancelled_ = true;
+            first = !std::exchange(cancelled_, true);
         }
-        thread_.request_stop();
-        node_type* left = take_queued([](const node_type&) { return true; });
-        while (left)
+        if (first)
         {
-            node_type& n = *std::exchange(left, left->next_taken);
-            n.cancel();
-            n.keep.reset();
+            thread_.request_stop();
+            node_type* left = take_queued([](const node_type&) { return true; });
+            while (left)
+            {
+                node_type& n = *std::exchange(left, left->next_taken);
+                n.cancel();
+                n.keep.reset();
+            }
         }
-        if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
+        if (!on_timer_thread && thread_.joinable())
             thread_.join();
     }
 
@@ -428,7 +437,8 @@ private:
     queue_type queue_;
     std::mutex mutex_; // orders schedule calls and re-queueing against cancel()
     bool cancelled_ = false;
-    std::jthread thread_; // last: it starts once the rest is ready
+    std::mutex cancel_mutex_; // see cancel()
+    std::jthread thread_;     // last: it starts once the rest is ready
 };
 
 /// The timer on std::chrono::steady_clock.

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/counter.hpp"
@@ -278,6 +280,39 @@ BOOST_AUTO_TEST_CASE(cancelling_the_timer_drops_pending_tasks_finishes_the_runni
     BOOST_CHECK_THROW(timer.schedule(late, 0s), sched::timer_cancelled);
     BOOST_TEST((late.state() == timer_task_state::virgin)); // refused, not consumed
     timer.cancel();                                         // again: nothing
+}
+
+BOOST_AUTO_TEST_CASE(a_second_cancel_meanwhile_also_returns_once_the_run_has_finished)
+{
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    counter started;
+    std::atomic<bool> finished{false};
+    manual_task running([&] {
+        started.increment();
+        released.wait();
+        finished = true;
+    });
+    manual_timer timer;
+    timer.schedule(running, 0s);
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    std::atomic<int> calling{0};
+    std::atomic<int> returned_early{0};
+    const auto cancel = [&] {
+        ++calling;
+        timer.cancel();
+        if (!finished)
+            ++returned_early;
+    };
+    std::thread first(cancel);
+    std::thread second(cancel);
+    BOOST_TEST(sched::test::eventually([&] { return calling == 2; }));
+    // Time for a cancel that would not wait to return (a correct one waits for the release).
+    std::this_thread::sleep_for(50ms);
+    release.set_value();
+    first.join();
+    second.join();
+    BOOST_TEST(returned_early == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_throwing_task_does_not_kill_the_timer)
