@@ -339,7 +339,7 @@ private:
 
     // A delay counts from the initiation: a deferred operation's from when it is launched.
     template <class Rep, class Period>
-    static checked_due due_or_error(std::chrono::duration<Rep, Period> delay) noexcept
+    static checked_due due_or_error(std::chrono::duration<Rep, Period> delay)
     {
         if (detail::is_nan(delay))
             return {{},
@@ -348,7 +348,7 @@ private:
     }
 
     template <class Work>
-    static std::exception_ptr empty_work_error(const Work& work) noexcept
+    static std::exception_ptr empty_work_error(const Work& work)
     {
         if (detail::is_empty_callable(work))
             return std::make_exception_ptr(std::invalid_argument("scheduler: empty work or tick"));

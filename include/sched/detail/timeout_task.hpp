@@ -153,7 +153,8 @@ class timeout_handler
 public:
     using cancellation_slot_type = boost::asio::cancellation_slot;
 
-    timeout_handler(Handler handler, Timeout* timeout) noexcept
+    // Connecting the caller's slot may allocate (and throw).
+    timeout_handler(Handler handler, Timeout* timeout)
         : handler_(std::move(handler)), timeout_(timeout, false)
     {
         boost::asio::cancellation_slot outer =
