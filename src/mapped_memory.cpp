@@ -9,12 +9,19 @@
 #endif
 
 namespace sched::detail {
+namespace {
 
-#if defined(__unix__) && !defined(__SANITIZE_ADDRESS__)
-void* map_memory(std::size_t bytes, std::size_t alignment)
+#if defined(__unix__)
+std::size_t page_size() noexcept
+{
+    static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    return page;
+}
+
+void* map_pages(std::size_t bytes, std::size_t alignment)
 {
     // Maps enough to find an aligned start, then unmaps what is before and after the block.
-    static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t page = page_size();
     const std::size_t extra = alignment > page ? alignment - page : 0;
     void* mapping =
         ::mmap(nullptr, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -32,20 +39,56 @@ void* map_memory(std::size_t bytes, std::size_t alignment)
     return reinterpret_cast<void*>(block);
 }
 
-void unmap_memory(void* block, std::size_t bytes, std::size_t) noexcept
+void discard(void* block, std::size_t bytes) noexcept
 {
-    ::munmap(block, bytes);
+    const std::size_t page = page_size();
+    const auto begin = reinterpret_cast<std::uintptr_t>(block);
+    const std::uintptr_t first = (begin + page - 1) & ~(page - 1);
+    const std::uintptr_t last = (begin + bytes) & ~(page - 1);
+    if (first < last)
+        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+void unmap_pages(void* block, std::size_t bytes) noexcept
+{
+    if (::munmap(block, bytes) !=
+        0) // too many mappings to split one: keep the range, not its memory
+        discard(block, bytes);
 }
 #else
+// Never called: maps_memory is false.
+void* map_pages(std::size_t, std::size_t)
+{
+    throw std::bad_alloc();
+}
+
+void discard(void*, std::size_t) noexcept {}
+
+void unmap_pages(void*, std::size_t) noexcept {}
+#endif
+
+} // namespace
+
 void* map_memory(std::size_t bytes, std::size_t alignment)
 {
-    return ::operator new(bytes, std::align_val_t(alignment));
+    if constexpr (maps_memory)
+        return map_pages(bytes, alignment);
+    else
+        return ::operator new(bytes, std::align_val_t(alignment));
 }
 
 void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept
 {
-    ::operator delete(block, bytes, std::align_val_t(alignment));
+    if constexpr (maps_memory)
+        unmap_pages(block, bytes);
+    else
+        ::operator delete(block, bytes, std::align_val_t(alignment));
 }
-#endif
+
+void discard_pages(void* block, std::size_t bytes) noexcept
+{
+    if constexpr (maps_memory)
+        discard(block, bytes);
+}
 
 } // namespace sched::detail

@@ -26,7 +26,8 @@ constexpr std::size_t class_count = small_classes + (largest - small_limit) / la
 // freeing the rest) cost 310 ns a pair, none 280, all 210. A thread whose cache is empty takes up
 // to 32 blocks, and at most 4 KB, at once; so a cache keeps 256 blocks beside what is left of such
 // a refill, and once full gives back its older half. At most 288 x (8 + 16 + ... + 1,024) bytes,
-// about 6 MB, sit idle in a thread that has freed that many blocks of every class.
+// about 6 MB, sit idle in a thread that has freed that many blocks of every class (and each such
+// block keeps its span mapped).
 constexpr std::size_t blocks_kept = 256;
 constexpr std::size_t refill_blocks = 32;
 constexpr std::size_t refill_bytes = 4096;
@@ -194,6 +195,7 @@ void give_back(span_list& list, void* block) noexcept
     {
         s.free = nullptr; // every carved block is back: carving starts over
         s.carved = 0;
+        discard_pages(&s + 1, span_size - sizeof(span)); // kept, but not resident
         list.spare = &s;
     }
 }
@@ -260,20 +262,28 @@ void* refill(std::size_t index)
     const std::size_t batch =
         cache.closed ? 1
                      : std::clamp(refill_bytes / block_size(index), std::size_t(1), refill_blocks);
+    if (batch > 1 && !cache.registered)
+        register_closer(); // not under the lock: it may allocate
     span_list& list = spans[index];
     std::lock_guard lock(list.mutex);
     void* blocks[refill_blocks];
-    for (std::size_t i = 0; i < batch; ++i)
-        blocks[i] = take_block(list, index);
-    for (std::size_t i = batch; i-- > 1;)
+    std::size_t taken = 0;
+    try
+    {
+        for (; taken < batch; ++taken)
+            blocks[taken] = take_block(list, index);
+    }
+    catch (const std::bad_alloc&) // no new span: the blocks taken will do
+    {
+        if (taken == 0)
+            throw;
+    }
+    for (std::size_t i = taken; i-- > 1;)
     {
         cached.head = ::new (blocks[i]) free_block{cached.head};
         ++cached.count;
     }
-    void* block = blocks[0];
-    if (batch > 1 && !cache.registered)
-        register_closer();
-    return block;
+    return blocks[0];
 }
 
 // The cache of the class is full: gives its older half back to the spans.

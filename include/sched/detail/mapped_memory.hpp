@@ -1,6 +1,8 @@
 #ifndef SCHED_DETAIL_MAPPED_MEMORY_HPP
 #define SCHED_DETAIL_MAPPED_MEMORY_HPP
 
+#include <sched/detail/sanitizers.hpp>
+
 #include <cstddef>
 
 namespace sched::detail {
@@ -10,8 +12,8 @@ namespace sched::detail {
 // mapped block is freed) from its heap, and keeps it resident after it is freed until
 // malloc_trim() - a queue's outgrown heap arrays, for one. Where there is no mmap, and under
 // AddressSanitizer (so that it sees each use), operator new and delete instead.
-#if defined(__unix__) && !defined(__SANITIZE_ADDRESS__)
-inline constexpr bool maps_memory = true;
+#if defined(__unix__)
+inline constexpr bool maps_memory = !under_address_sanitizer;
 #else
 inline constexpr bool maps_memory = false;
 #endif
@@ -23,6 +25,10 @@ void* map_memory(std::size_t bytes, std::size_t alignment);
 // Frees `bytes` from `block`: the whole of what map_memory(bytes, alignment) returned, or, where
 // maps_memory, any part of it that starts on a page boundary.
 void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept;
+
+// Where maps_memory: gives the memory of the whole pages within `bytes` from `block` (part of a
+// mapped block) back to the system; they read as zeros when next touched. Elsewhere, nothing.
+void discard_pages(void* block, std::size_t bytes) noexcept;
 
 } // namespace sched::detail
 

@@ -1,6 +1,8 @@
 #ifndef SCHED_DETAIL_RECYCLER_HPP
 #define SCHED_DETAIL_RECYCLER_HPP
 
+#include <sched/detail/sanitizers.hpp>
+
 #include <cstddef>
 #include <limits>
 #include <memory>
@@ -18,17 +20,14 @@ namespace sched::detail {
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned for any object of its size.
 inline constexpr std::size_t max_recycled_size = 1024;
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool recycles_blocks = false;
-#else
-inline constexpr bool recycles_blocks = true;
-#endif
+inline constexpr bool recycles_blocks = !under_address_sanitizer;
 
 void* recycled_allocate(std::size_t size);
 void recycled_deallocate(void* block, std::size_t size) noexcept;
 
 // The recycler as an allocator: what task nodes are allocated with unless their submitter brings
-// its own allocator. Over-aligned types bypass it (its blocks have operator new's alignment).
+// its own allocator. Over-aligned types bypass it (its blocks are aligned as their size allows, up
+// to 16 bytes).
 template <class T>
 class recycling_allocator
 {

@@ -1,0 +1,23 @@
+#ifndef SCHED_DETAIL_SANITIZERS_HPP
+#define SCHED_DETAIL_SANITIZERS_HPP
+
+namespace sched::detail {
+
+// Whether this is built with AddressSanitizer (GCC defines the macro; Clang has the feature
+// test): memory of our own carving would hide uses that it checks, so every block then comes
+// from operator new.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool under_address_sanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool under_address_sanitizer = true;
+#else
+inline constexpr bool under_address_sanitizer = false;
+#endif
+#else
+inline constexpr bool under_address_sanitizer = false;
+#endif
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_SANITIZERS_HPP
