@@ -216,6 +216,8 @@ public:
      * @returns The tasks that never ran, in due order, queued executor functions among them.
      * Each handle runs or cancels its task; dropping it cancels the task, so its future learns
      * it did not run (an executor function is destroyed without running).
+     * @throws std::bad_alloc if there is no memory for the list; the workers stop all the same,
+     * and the tasks stay queued for the next call (the destructor's, at the latest).
      */
     std::vector<task_handle_type> shutdown_now();
 
@@ -340,7 +342,8 @@ private:
     void after_inline_run(std::exception_ptr error) noexcept;
 
     // Takes every queued task matching pred out of the queue, in due order, with the queue's
-    // references. Out of memory, it takes what it could and sets `failure`.
+    // references. Out of memory, it takes what it could (every task that left the queue is in
+    // the result) and sets `failure`; it does not throw.
     template <class Predicate>
     std::vector<task_ptr> take_queued(Predicate pred, std::exception_ptr& failure);
 

@@ -9,6 +9,19 @@
 namespace {
 
 thread_local bool fail_next = false;
+thread_local std::size_t fail_from_bytes = 0; // 0: no plain allocation fails
+thread_local int fail_skip = 0;
+
+// Whether this plain allocation of `size` bytes is the one to fail.
+bool fails(std::size_t size) noexcept
+{
+    if (fail_from_bytes == 0 || size < fail_from_bytes)
+        return false;
+    if (fail_skip-- > 0)
+        return false;
+    fail_from_bytes = 0;
+    return true;
+}
 
 } // namespace
 
@@ -24,9 +37,34 @@ bool aligned_allocation_failure_armed() noexcept
     return fail_next;
 }
 
+void fail_allocation_of_at_least(std::size_t bytes, int skip) noexcept
+{
+    fail_from_bytes = bytes;
+    fail_skip = skip;
+}
+
 } // namespace sched::test
 
-// The replaceable aligned forms (the array and nothrow forms call these).
+// The replaceable forms (the array and nothrow forms call these).
+void* operator new(std::size_t size)
+{
+    if (fails(size))
+        throw std::bad_alloc();
+    if (void* p = std::malloc(std::max<std::size_t>(size, 1)))
+        return p;
+    throw std::bad_alloc();
+}
+
+void operator delete(void* p) noexcept
+{
+    std::free(p);
+}
+
+void operator delete(void* p, std::size_t) noexcept
+{
+    std::free(p);
+}
+
 void* operator new(std::size_t size, std::align_val_t alignment)
 {
     if (std::exchange(fail_next, false))

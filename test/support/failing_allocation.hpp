@@ -1,6 +1,8 @@
 #ifndef SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
 #define SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
 
+#include <cstddef>
+
 namespace sched::test {
 
 // Makes the next over-aligned operator new on this thread throw std::bad_alloc (or, with false,
@@ -11,6 +13,12 @@ void fail_next_aligned_allocation(bool fail = true) noexcept;
 
 // Whether that failure is still armed (nothing on this thread has allocated since).
 bool aligned_allocation_failure_armed() noexcept;
+
+// Makes an operator new on this thread of at least `bytes` throw std::bad_alloc: the one after
+// `skip` others of that size. For a test to fail a container's reservation (say, of room for
+// every queued task) and no smaller allocation; `bytes` 0 disarms it. The test binary replaces
+// the plain operator new and delete for this too.
+void fail_allocation_of_at_least(std::size_t bytes, int skip = 0) noexcept;
 
 } // namespace sched::test
 

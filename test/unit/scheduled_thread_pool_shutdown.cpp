@@ -7,7 +7,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <condition_variable>
+#include <cstddef>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/failing_allocation.hpp"
 #include "support/hook_clock.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
@@ -159,6 +162,30 @@ BOOST_AUTO_TEST_CASE(shutdown_now_returns_exactly_the_tasks_that_never_ran_in_du
     BOOST_CHECK_THROW(a.get(), sched::cancelled_error);
     BOOST_TEST(ran.get() == 0);
     pool.await_termination();
+}
+
+// Which reservation fails: the list to hand back (0) or the room for the tasks taken out (1).
+BOOST_DATA_TEST_CASE(shutdown_now_out_of_memory_loses_no_task_and_the_next_call_hands_all_back,
+                     boost::unit_test::data::make({0, 1}),
+                     which)
+{
+    constexpr std::size_t count = 1'000;
+    manual_pool pool(single_worker());
+    std::vector<manual_future<void>> futures;
+    futures.reserve(count);
+    for (std::size_t i = 0; i < count; ++i)
+        futures.push_back(pool.schedule(1h + i * 1s, [] {}));
+    sched::test::fail_allocation_of_at_least(count * sizeof(void*), which);
+    BOOST_CHECK_THROW(pool.shutdown_now(), std::bad_alloc);
+    sched::test::fail_allocation_of_at_least(0);
+    BOOST_TEST(pool.queue().size() == count); // none left the queue unaccounted for
+    auto never_ran = pool.shutdown_now();
+    BOOST_TEST(never_ran.size() == count);
+    BOOST_TEST((futures.back().state() == future_state::pending)); // its handle decides
+    never_ran.clear();
+    BOOST_TEST_REQUIRE(futures.back().is_done()); // a task lost would leave it pending forever
+    BOOST_CHECK_THROW(futures.back().get(), sched::cancelled_error);
+    BOOST_TEST(pool.await_termination(60s));
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_now_lets_a_running_task_finish_and_requests_its_stop,

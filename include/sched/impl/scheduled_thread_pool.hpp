@@ -8,8 +8,9 @@
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/timer_slack.hpp>
 
+#include <boost/iterator/function_output_iterator.hpp>
+
 #include <algorithm>
-#include <iterator>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -193,18 +194,29 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     state_.store(run_state::stopped);
     queue_.close_far_tier();
     std::exception_ptr failure;
-    std::vector<task_ptr> taken = take_queued([](const task_type&) { return true; }, failure);
     std::vector<task_handle_type> never_ran;
-    never_ran.reserve(taken.size());
+    std::vector<task_ptr> taken;
+    try
+    {
+        never_ran.reserve(queue_.size() + 64); // before any task leaves the queue
+        taken = take_queued([](const task_type&) { return true; }, failure);
+    }
+    catch (...) // out of memory: every task stays queued, for the next call
+    {
+        failure = std::current_exception();
+    }
     for (task_ptr& t : taken) // in due order
     {
         t->set_owner(nullptr); // the handle decides now; the pool may be gone by then
-        if (t->state() == future_state::pending && !t->completes_handler())
+        if (t->state() == future_state::pending && !t->completes_handler() &&
+            never_ran.size() < never_ran.capacity()) // no room (racing pushes): cancelled below
+        {
             never_ran.push_back(task_handle_type(t.detach()));
+        }
         else
         {
-            // Cancelled while queued (its future knows already), or an asynchronous operation,
-            // whose handler learns of the shutdown now.
+            // Cancelled while queued (its future knows already), an asynchronous operation,
+            // whose handler learns of the shutdown now, or a task with no room to be handed back.
             if (t->cancel(false))
                 t->mark_shut_down();
             t->release_body();
@@ -605,22 +617,22 @@ template <class Predicate>
 auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::exception_ptr& failure)
     -> std::vector<task_ptr>
 {
-    std::vector<typename queue_type::node*> nodes;
-    // Room for racing pushes too, so that running out of memory half-way is all but impossible.
-    nodes.reserve(queue_.size() + 64);
+    std::vector<task_ptr> tasks;
     try
     {
+        // Room first, for racing pushes too: a task leaves the queue only into a place held for
+        // it (if there is none after all, it stays queued).
+        tasks.reserve(queue_.size() + 64);
         queue_.remove_if([&](typename queue_type::node& n) { return pred(as_task(n)); },
-                         std::back_inserter(nodes));
+                         boost::make_function_output_iterator([&](typename queue_type::node* n) {
+                             tasks.emplace_back(&as_task(*n),
+                                                false); // adopts the queue's reference
+                         }));
     }
     catch (...) // out of memory: the tasks not taken stay queued; those taken are handled
     {
         failure = std::current_exception();
     }
-    std::vector<task_ptr> tasks;
-    tasks.reserve(nodes.size());
-    for (typename queue_type::node* n : nodes)
-        tasks.emplace_back(&as_task(*n), false); // adopts the queue's reference
     return tasks;
 }
 
