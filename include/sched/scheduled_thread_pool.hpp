@@ -346,6 +346,8 @@ private:
     // the result) and sets `failure`; it does not throw.
     template <class Predicate>
     std::vector<task_ptr> take_queued(Predicate pred, std::exception_ptr& failure);
+    // Room enough for every queued task, and for some pushed meanwhile.
+    std::size_t room_for_queued() const { return queue_.size() + 64; }
 
     static task_type& as_task(typename queue_type::node& n) noexcept
     {

@@ -4,7 +4,7 @@
 #include <sched/tick.hpp>
 #include <sched/timer_task_state.hpp>
 
-#include <sched/detail/task_impl.hpp>
+#include <sched/detail/empty_callable.hpp>
 #include <sched/detail/timer_node.hpp>
 
 #include <chrono>

@@ -34,9 +34,8 @@ struct heap_allocator
     T* allocate(std::size_t n)
     {
         const std::size_t bytes = block_bytes(n);
-        void* block = maps_memory && bytes >= mapped_bytes
-                          ? map_memory(bytes, line)
-                          : ::operator new(bytes, std::align_val_t(line));
+        void* block = bytes >= mapped_bytes ? map_memory(bytes, line)
+                                            : ::operator new(bytes, std::align_val_t(line));
         return reinterpret_cast<T*>(static_cast<std::byte*>(block) + line - sizeof(T));
     }
 
@@ -44,7 +43,7 @@ struct heap_allocator
     {
         std::byte* block = reinterpret_cast<std::byte*>(p) - (line - sizeof(T));
         const std::size_t bytes = block_bytes(n);
-        if (maps_memory && bytes >= mapped_bytes)
+        if (bytes >= mapped_bytes)
             unmap_memory(block, bytes, line);
         else
             ::operator delete(block, std::align_val_t(line));
@@ -53,8 +52,9 @@ struct heap_allocator
     friend bool operator==(const heap_allocator&, const heap_allocator&) noexcept { return true; }
 
 private:
-    // Arrays this large are mapped (see mapped_memory.hpp), so that an outgrown one goes back to
-    // the system as the heap moves to a larger one, and the last one as the heap empties.
+    // Arrays this large are mapped where the system allows (see mapped_memory.hpp), so that an
+    // outgrown one goes back to it as the heap moves to a larger one, and the last one as the
+    // heap empties.
     static constexpr std::size_t mapped_bytes = std::size_t(128) * 1024;
 
     static std::size_t block_bytes(std::size_t n) noexcept

@@ -3,6 +3,7 @@
 
 #include <sched/tick.hpp>
 
+#include <sched/detail/empty_callable.hpp>
 #include <sched/detail/periodic_schedule.hpp>
 #include <sched/detail/recycler.hpp>
 #include <sched/detail/task.hpp>
@@ -56,36 +57,6 @@ template <class F, class Tick>
 concept periodic_body = task_body<F> ||
     (std::move_constructible<std::decay_t<F>> &&
      (takes_tick<std::decay_t<F>, Tick> || takes_tick_and_stop_token<std::decay_t<F>, Tick>));
-
-template <class T>
-inline constexpr bool is_reference_wrapper = false;
-
-template <class T>
-inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
-
-// Whether `f`, a callable as deduced, is empty: a null function pointer, a class with an explicit
-// operator bool that says so (std::function and the like), or a std::reference_wrapper around
-// one of them. A function is never empty.
-template <class F>
-bool is_empty_callable(const F& f) noexcept
-{
-    if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>)
-        return f == nullptr;
-    else if constexpr (requires { f.operator bool(); })
-        return !static_cast<bool>(f);
-    else if constexpr (is_reference_wrapper<F>)
-        return is_empty_callable(f.get());
-    else
-        return false;
-}
-
-// Throws std::invalid_argument if `f` is empty (see is_empty_callable()).
-template <class F>
-void check_not_empty(const F& f)
-{
-    if (is_empty_callable(f))
-        throw std::invalid_argument("sched: empty callable");
-}
 
 // The tick type of a body that is not periodic: it takes none.
 struct no_tick

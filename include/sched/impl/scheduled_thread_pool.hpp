@@ -198,7 +198,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     std::vector<task_ptr> taken;
     try
     {
-        never_ran.reserve(queue_.size() + 64); // before any task leaves the queue
+        never_ran.reserve(room_for_queued()); // before any task leaves the queue
         taken = take_queued([](const task_type&) { return true; }, failure);
     }
     catch (...) // out of memory: every task stays queued, for the next call
@@ -620,14 +620,14 @@ auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::except
     std::vector<task_ptr> tasks;
     try
     {
-        // Room first, for racing pushes too: a task leaves the queue only into a place held for
-        // it (if there is none after all, it stays queued).
-        tasks.reserve(queue_.size() + 64);
+        // Room first: a task leaves the queue only into a place held for it (if there is none
+        // after all, it stays queued).
+        tasks.reserve(room_for_queued());
+        const auto adopt = [&](typename queue_type::node* n) {
+            tasks.emplace_back(&as_task(*n), false); // takes over the queue's reference
+        };
         queue_.remove_if([&](typename queue_type::node& n) { return pred(as_task(n)); },
-                         boost::make_function_output_iterator([&](typename queue_type::node* n) {
-                             tasks.emplace_back(&as_task(*n),
-                                                false); // adopts the queue's reference
-                         }));
+                         boost::make_function_output_iterator(adopt));
     }
     catch (...) // out of memory: the tasks not taken stay queued; those taken are handled
     {
