@@ -58,8 +58,9 @@ private:
  * completes first. What the operation does when cancelled is its own affair (a socket read
  * completes with `operation_aborted`). The emission runs through the handler's associated
  * executor (or the operation's), never after the handler has been invoked. Cancellation emitted
- * on @p token's own slot is passed on to the operation too. If the pool shuts down first, the
- * operation goes on without its timeout.
+ * on @p token's own slot is passed on to the operation too. If the pool shuts down first, or
+ * memory runs out as the timeout is queued (once the operation has started), the operation goes
+ * on without its timeout.
  *
  * A negative timeout means now; one too large for the clock never fires; a NaN is rejected with
  * std::invalid_argument.
@@ -138,7 +139,12 @@ public:
             t->release(); // the runner's: never queued
             throw;
         }
-        t->start(scheduler_->pool(), due_.resolve()); // after the operation connected its slot
+        try
+        {
+            t->start(scheduler_->pool(), due_.resolve()); // after the operation connected its slot
+        }
+        catch (...) // out of memory: the operation, started already, goes on without its timeout
+        {}
     }
 
 private:

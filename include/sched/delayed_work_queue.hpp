@@ -7,6 +7,7 @@
 #include <sched/detail/time.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -309,7 +310,20 @@ public:
 
     /// Unqueues every task and releases the queue's memory.
     /** @returns The number of tasks unqueued. */
-    std::size_t clear() noexcept;
+    std::size_t clear() noexcept
+    {
+        return clear([](node&) noexcept {});
+    }
+
+    /// Unqueues every task, releases the queue's memory, then calls @p on_remove(node&) on each
+    /// task, in no particular order, outside the lock.
+    /**
+     * Needs no memory, so it cannot fail (remove_if() needs some): for a destructor that must
+     * let go of its tasks. @p on_remove must not throw.
+     * @returns The number of tasks unqueued.
+     */
+    template <class OnRemove>
+    std::size_t clear(OnRemove on_remove) noexcept;
 
 private:
     // The due time lives beside the pointer so that comparisons touch the tasks only for equal
@@ -371,8 +385,15 @@ private:
         // Moves out every entry whose task `pred` holds for, in due order (see remove_if()).
         template <class Predicate, class OutputIt>
         std::size_t remove_if(Predicate& pred, OutputIt& out);
-        // Unqueues every task and releases the memory; returns how many there were.
-        std::size_t clear() noexcept;
+        // Unqueues every task and hands over the array that held them (no memory needed).
+        auto release() noexcept
+        {
+            for (entry& e : entries_)
+                e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
+            decltype(entries_) taken;
+            taken.swap(entries_);
+            return taken;
+        }
 
     private:
         static bool earlier(const entry& a, const entry& b) noexcept

@@ -106,7 +106,8 @@ public:
     /** @throws std::invalid_argument if `options.threads` is 0. */
     explicit basic_scheduled_thread_pool(pool_options options);
 
-    /// shutdown_now(), cancelling what had not started, then joins the workers.
+    /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
+    /// workers.
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;

@@ -81,6 +81,13 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * memory comes from the handler's associated allocator (a recycling allocator by default or for
  * std::allocator) and is freed before the handler runs; handlers may be move-only.
  *
+ * When memory runs out, an initiating function that cannot start its operation throws
+ * std::bad_alloc, and its handler is destroyed unrun, as for any initiation that throws. An
+ * operation that can no longer go on (a periodic operation's next tick cannot be queued or
+ * posted, a deadline's wait cannot go back in the queue) completes with that std::bad_alloc, or
+ * `no_memory` for a wait. A completion that cannot be posted to the handler's executor (Asio's
+ * post allocates) destroys the handler unrun, as a shut-down executor context would.
+ *
  * Per-operation cancellation (the handler's associated cancellation slot) accepts terminal,
  * partial and total cancellation before the work runs: the operation leaves the queue and
  * completes with `operation_aborted`. Work that has started is not interrupted, unless it takes a

@@ -21,7 +21,9 @@
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
+#include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
 #include "support/recycler_probe.hpp"
 
@@ -143,6 +145,65 @@ BOOST_FIXTURE_TEST_CASE(a_timeout_for_a_use_future_caller_takes_its_memory_from_
     BOOST_REQUIRE_NO_THROW(done.get());
     BOOST_TEST(pool.queue().size() == 0u);
     run_to_end();
+}
+
+// Queueing the timeout comes after the operation has started: if there is no memory for it, the
+// initiating function cannot throw (the handler would be invoked all the same), and the operation
+// goes on without its timeout.
+BOOST_AUTO_TEST_CASE(out_of_memory_for_its_timeout_a_started_operation_goes_on_without_it)
+{
+    sched::test::manual_clock_fixture time;
+    sched::pool_options options = sched::test::pool_fixture::single_worker();
+    options.far_tier_horizon = 0s; // one heap, filled to its capacity below
+    sched::test::manual_pool pool(options);
+    boost::asio::io_context io;
+    sched::test::manual_scheduler scheduler(io, pool);
+    std::vector<sched::test::manual_future<void>> fillers;
+    for (bool full = false; !full && fillers.size() < 100'000;)
+    {
+        sched::test::fail_next_aligned_allocation(); // the heap's growth, and nothing else
+        try
+        {
+            fillers.push_back(pool.schedule(1h, [] {}));
+        }
+        catch (const std::bad_alloc&)
+        {
+            full = true;
+        }
+    }
+    BOOST_TEST_REQUIRE(sched::test::aligned_allocation_failure_armed() == false);
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    bool listening = false;
+    bool cancelled = false;
+    auto park = [&](auto handler) { // listens for cancellation, as an operation does
+        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+        listening = slot.is_connected();
+        if (listening)
+            slot.assign([&](boost::asio::cancellation_type) { cancelled = true; });
+        parked.emplace(std::move(handler));
+    };
+    int calls = 0;
+    std::optional<error_code> result;
+    auto token = sched::cancel_after(scheduler, 1s, [&](error_code ec) {
+        ++calls;
+        result = ec;
+    });
+    sched::test::fail_next_aligned_allocation(); // the timeout's push
+    BOOST_REQUIRE_NO_THROW(
+        (boost::asio::async_initiate<decltype(token), void(error_code)>(park, token)));
+    BOOST_TEST(!sched::test::aligned_allocation_failure_armed()); // it was that push that failed
+    sched::test::fail_next_aligned_allocation(false);
+    BOOST_TEST(pool.queue().size() == fillers.size()); // no timeout queued
+    manual_clock::advance(2s);
+    sched::test::pool_fixture::settle(pool);
+    io.poll();
+    BOOST_TEST(listening);
+    BOOST_TEST(!cancelled); // no timeout fell
+    BOOST_TEST(calls == 0);
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code());
+    BOOST_TEST(calls == 1);
+    BOOST_TEST((result == error_code()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,7 +9,9 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
+#include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
 
 using namespace std::chrono_literals;
@@ -264,6 +266,49 @@ BOOST_AUTO_TEST_CASE(an_io_context_destroyed_first_takes_an_armed_deadlines_hand
     BOOST_TEST(watch.expired()); // the handler (and the work it counted) went with the context
     deadline.reset();
     sched::test::pool_fixture::settle(pool);
+}
+
+// A deadline pushed back goes back in the queue when its old expiry comes. If there is no memory
+// for that, its wait ends with no_memory, and the deadline is no longer armed: it can wait again.
+BOOST_FIXTURE_TEST_CASE(a_wait_that_cannot_go_back_in_the_queue_completes_with_no_memory,
+                        deadline_fixture)
+{
+    deadline.expires_after(10ms); // near: in the main heap
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_after(1h)); // lazily: at 10 ms, the worker puts it back at 1 h
+    // On the worker: fill its shard of the far tier (its own pushes) to capacity with tasks due
+    // before 1 h; then the next heap growth on that thread fails: the wait's, going back.
+    std::vector<sched::test::manual_future<void>> fillers;
+    const bool full = pool.submit([&] {
+                              fillers.push_back(pool.schedule(30min, [] {})); // the far tier opens
+                              for (int i = 0; i < 100'000; ++i)
+                              {
+                                  sched::test::fail_next_aligned_allocation();
+                                  try
+                                  {
+                                      fillers.push_back(pool.schedule(30min, [] {}));
+                                  }
+                                  catch (const std::bad_alloc&)
+                                  {
+                                      sched::test::fail_next_aligned_allocation();
+                                      return true;
+                                  }
+                              }
+                              return false;
+                          })
+                          .get();
+    BOOST_TEST_REQUIRE(full);
+    manual_clock::advance(10ms);
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::no_memory));
+    BOOST_TEST(!deadline.armed());
+    BOOST_TEST(!deadline.expires_after(1s)); // nothing armed to move
+    result.reset();
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.armed());
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -201,6 +202,23 @@ BOOST_AUTO_TEST_CASE(drain_and_clear_see_the_far_tier)
     BOOST_TEST(queue.empty());
     BOOST_TEST(queue.peek() == nullptr);
     BOOST_TEST(!queue.remove(storage[5]));
+}
+
+BOOST_AUTO_TEST_CASE(clear_hands_over_every_task_once_near_and_far_and_each_can_be_pushed_again)
+{
+    for (int i = 0; i < 6; ++i)
+        queue.push(make(i), i % 2 == 0 ? 100ms : 10s); // three near, three far
+    std::vector<int> cleared;
+    BOOST_TEST(queue.clear([&](node& n) noexcept {
+        cleared.push_back(id_of(&n));
+        BOOST_TEST(queue.size() == 0u); // called outside the lock, once all are out
+    }) == 6u);
+    std::sort(cleared.begin(), cleared.end());
+    BOOST_TEST(cleared == (std::vector<int>{0, 1, 2, 3, 4, 5}), boost::test_tools::per_element());
+    BOOST_TEST(queue.empty());
+    queue.push(storage[1], 1s); // no longer queued anywhere
+    manual_clock::advance(1s);
+    BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
 }
 
 // While the far tier is open, a removal cannot tell that the queue became empty (that would take

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "support/counting_allocator.hpp"
+#include "support/failing_allocation.hpp"
+#include "support/failing_executor.hpp"
 #include "support/io_fixture.hpp"
 #include "support/wait.hpp"
 
@@ -220,6 +222,28 @@ BOOST_AUTO_TEST_CASE(a_handler_waiting_on_its_own_executor_outlives_the_schedule
     }
     BOOST_TEST(handlers_io.run() == 1u);
     BOOST_TEST((result == error_code()));
+}
+
+// Asio allocates each function posted: when that fails, the handler goes unrun, as with a
+// shut-down context, and nothing is left counted on the scheduler's io_context.
+BOOST_FIXTURE_TEST_CASE(a_completion_that_cannot_be_posted_destroys_its_handler_unrun,
+                        scheduler_fixture)
+{
+    boost::asio::io_context other;
+    const std::atomic<bool> out_of_memory{true};
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    bool invoked = false;
+    scheduler.async_wait(1s,
+                         boost::asio::bind_executor(
+                             sched::test::failing_executor(other, out_of_memory),
+                             [&invoked, alive = std::move(alive)](error_code) { invoked = true; }));
+    manual_clock::advance(1s);
+    settle(pool); // the wait fired, and its completion could not be posted
+    BOOST_TEST(watch.expired());
+    run_to_end(); // returns: nothing keeps the scheduler's io_context running
+    BOOST_TEST(other.run() == 0u);
+    BOOST_TEST(!invoked);
 }
 
 BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_before_it_runs,
@@ -462,6 +486,32 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handle
     BOOST_TEST(pool.queue().size() == 0u);
     manual_clock::advance(2h); // nothing left to fire into the dead context
     sched::test::pool_fixture::settle(pool);
+}
+
+// Out of memory, the io_context's shutdown cannot take its operations out of the queue at once
+// (it makes room for every queued task first): it tries again, rather than wait for them to fall
+// due.
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_out_of_memory_still_takes_its_operations_out,
+                     *boost::unit_test::timeout(60))
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    constexpr std::size_t count = 10'000;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    bool invoked = false;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        for (std::size_t i = 0; i < count; ++i)
+            scheduler.async_wait(1h, [&invoked, alive](error_code) { invoked = true; });
+        alive.reset();
+        sched::test::fail_allocation_of_at_least(count * sizeof(void*));
+    } // the io_context goes first; its first try to take the waits out fails
+    sched::test::fail_allocation_of_at_least(0);
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(!invoked);
+    BOOST_TEST(pool.queue().size() == 0u);
 }
 
 BOOST_FIXTURE_TEST_CASE(completions_ready_together_run_in_the_order_their_operations_ended,

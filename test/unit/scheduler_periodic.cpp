@@ -19,6 +19,7 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/failing_executor.hpp"
 #include "support/io_fixture.hpp"
 #include "support/tick_log.hpp"
 #include "support/wait.hpp"
@@ -225,6 +226,28 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, peri
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(1) == 0u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_cannot_be_posted_ends_the_operation_with_bad_alloc,
+                        periodic_fixture)
+{
+    boost::asio::io_context ticks_io;
+    const std::atomic<bool> out_of_memory{true};
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        boost::asio::bind_executor(sched::test::failing_executor(ticks_io, out_of_memory),
+                                   [&] { ticks.increment(); }),
+        on_end());
+    complete_one(); // the first tick's post throws: the operation ends, and is not queued again
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST_REQUIRE(static_cast<bool>(why));
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::bad_alloc);
+    BOOST_TEST(pool.queue().size() == 0u);
+    manual_clock::advance(5s);
+    settle(pool);
+    BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(ticks.value() == 0);
 }
 
 // The io_context of a periodic operation is destroyed while a tick runs: the destruction waits

@@ -84,7 +84,22 @@ inline boost::system::error_code abort_code(bool shut_down) noexcept
                      : boost::system::error_code(boost::asio::error::operation_aborted);
 }
 
-// The error code of a rejected input: a system_error's own, else invalid_argument.
+// What an operation that ended without its work's outcome reports, as an exception: a
+// system_error with abort_code(), or, if there is no memory for it, the std::bad_alloc.
+inline std::exception_ptr abort_error(bool shut_down) noexcept
+{
+    try
+    {
+        return std::make_exception_ptr(boost::system::system_error(abort_code(shut_down)));
+    }
+    catch (...)
+    {
+        return std::current_exception();
+    }
+}
+
+// The error code a wait reports for `e`: a system_error's own, no_memory for std::bad_alloc (its
+// node could not be queued again), else invalid_argument (a rejected input).
 inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
 {
     try
@@ -94,6 +109,10 @@ inline boost::system::error_code code_of(const std::exception_ptr& e) noexcept
     catch (const boost::system::system_error& error)
     {
         return error.code();
+    }
+    catch (const std::bad_alloc&)
+    {
+        return boost::asio::error::no_memory;
     }
     catch (...)
     {
@@ -183,6 +202,20 @@ public:
             std::allocator_traits<allocator_type>::deallocate(alloc, t, 1);
             throw;
         }
+        if (!opts.rejected_input)
+        {
+            if constexpr (Kind == async_kind::deadline_wait)
+                t->attach(*opts.expiry); // before the slot: a cancel through it marks the word
+            try
+            {
+                t->connect_slot(); // may allocate: before anything else knows of the node
+            }
+            catch (...)
+            {
+                t->destroy_self();
+                throw;
+            }
+        }
         t->service_ = &service;
         t->counted_ = true;
         service.started();
@@ -198,12 +231,7 @@ public:
             t->release();
         }
         else
-        {
-            if constexpr (Kind == async_kind::deadline_wait)
-                t->attach(*opts.expiry); // before the slot: a cancel through it marks the word
-            t->connect_slot();
             pool_access::queue(pool, *t, due); // hands over the runner's reference
-        }
         return held;
     }
 
@@ -270,9 +298,24 @@ public:
             // Every copy of the executor goes inside: once posted, the tick may run, the
             // operation end and its context go, and the last copy of a strand unlocks a mutex
             // of that context's as it goes.
-            scheduler_service<Clock>::post_to(target, counted, [this] {
-                boost::asio::post(boost::asio::get_associated_executor(work_), bound_tick{this});
-            });
+            const posting_tick posting(this);
+            try
+            {
+                scheduler_service<Clock>::post_to(target, counted, [this] {
+                    boost::asio::post(boost::asio::get_associated_executor(work_),
+                                      bound_tick{this});
+                });
+            }
+            catch (...) // out of memory
+            {
+                // A strand may keep the tick and fail to schedule itself: the tick then runs
+                // or is destroyed there. Otherwise it went nowhere, and the operation ends.
+                if (!posting.tick_destroyed())
+                    return {nullptr, true};
+                std::exception_ptr e = std::current_exception();
+                fail(e);
+                return {std::move(e)};
+            }
             return {nullptr, true};
         }
         else
@@ -307,6 +350,8 @@ public:
     {
         if (this->begin_completing())
         {
+            if constexpr (Kind == async_kind::deadline_wait)
+                this->mark_fired(); // its deadline is no longer armed
             error_ = std::move(e);
             this->end_completing(future_state::exceptional);
         }
@@ -345,6 +390,37 @@ private:
         allocator_type alloc_;
     };
 
+    // Marks, on this thread, the node whose bound tick run() is posting: a bound_tick of it
+    // destroyed meanwhile is one that the post could not take (out of memory), and it leaves the
+    // node to run(). One destroyed anywhere else was posted, and never ran.
+    class posting_tick
+    {
+    public:
+        explicit posting_tick(const async_task* t) noexcept { now_ = {t, false}; }
+        posting_tick(const posting_tick&) = delete;
+        posting_tick& operator=(const posting_tick&) = delete;
+        ~posting_tick() { now_ = {}; }
+
+        // In a bound_tick's destructor: whether it is the one being posted; it is then gone.
+        static bool failed(const async_task* t) noexcept
+        {
+            if (now_.task != t)
+                return false;
+            now_.destroyed = true;
+            return true;
+        }
+
+        bool tick_destroyed() const noexcept { return now_.destroyed; }
+
+    private:
+        struct state
+        {
+            const async_task* task = nullptr;
+            bool destroyed = false;
+        };
+        static inline thread_local state now_{};
+    };
+
     // A bound tick on its way to its executor, with the runner's reference.
     class bound_tick
     {
@@ -354,7 +430,7 @@ private:
         bound_tick& operator=(bound_tick&&) = delete;
         ~bound_tick()
         {
-            if (t_) // never ran: its executor's context is going
+            if (t_ && !posting_tick::failed(t_)) // never ran: its context is going
             {
                 t_->tick_work_.reset(); // while that context can still take it
                 t_->cancel(false);
@@ -522,8 +598,9 @@ private:
             {
                 // Kept until the completion is posted, then let go of (see take_io_work()).
                 [[maybe_unused]] const auto io_work = handler_work_.take_io_work();
+                completion c(this); // first: a failed post_to() destroys it, not the node
                 scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
-                                                  [&] { handler_work_.post(completion(this)); });
+                                                  [&] { handler_work_.post(std::move(c)); });
             }
         }
         catch (...) // out of memory: the completion destroyed the handler unrun
@@ -550,8 +627,18 @@ private:
     void complete()
     {
         clear_slot();
+        auto args = [this] {
+            try
+            {
+                return outcome();
+            }
+            catch (...) // the work's result could not be moved: the handler goes unrun
+            {
+                abandon();
+                throw;
+            }
+        }();
         Handler handler(std::move(*handler_));
-        auto args = outcome();
         {
             // Released before the handler runs, while this completion keeps its context
             // running: a handler may let its owner destroy the I/O context at once (use_future's
@@ -627,8 +714,7 @@ private:
             if (s == future_state::exceptional)
                 e = std::move(error_);
             else if (s != future_state::normal)
-                e = std::make_exception_ptr(
-                    boost::system::system_error(abort_code(this->shut_down())));
+                e = abort_error(this->shut_down());
             if constexpr (Kind == async_kind::periodic)
                 return std::tuple<std::exception_ptr, std::size_t>(std::move(e), ticks_.load());
             else if constexpr (std::is_void_v<work_result>)

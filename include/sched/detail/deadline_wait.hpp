@@ -16,8 +16,8 @@ namespace sched::detail {
 
 // The expiry of a deadline's wait: one word, kept in the deadline object itself, so that pushing
 // the expiry back touches the deadline and not its queued node (at 100,000 connections each is a
-// cache miss). Holds the expiry's ticks, or `fired` once the wait has fired or been cancelled (a
-// wait that cannot go back in the queue, out of memory, ends without marking it).
+// cache miss). Holds the expiry's ticks, or `fired` once the wait has fired or ended otherwise
+// (cancelled, or failed: out of memory, it could not go back in the queue).
 template <class Clock>
 class expiry_word
 {
@@ -147,15 +147,8 @@ protected:
     // run begins it, unless a cancel came first).
     bool completion_begun() const noexcept { return completion_begun_; }
 
-private:
-    static constexpr std::uintptr_t held = 1;
-
-    static word_type& as_word(std::uintptr_t at) noexcept
-    {
-        return *reinterpret_cast<word_type*>(at & ~held);
-    }
-
-    void note_cancelled() noexcept override
+    // The wait has ended (cancelled, or failed): its deadline's word reads `fired`.
+    void mark_fired() noexcept
     {
         if (link_.load(std::memory_order_relaxed) != 0)
         {
@@ -165,6 +158,16 @@ private:
             });
         }
     }
+
+private:
+    static constexpr std::uintptr_t held = 1;
+
+    static word_type& as_word(std::uintptr_t at) noexcept
+    {
+        return *reinterpret_cast<word_type*>(at & ~held);
+    }
+
+    void note_cancelled() noexcept override { mark_fired(); }
 
     // Runs f on the word, which cannot move meanwhile.
     template <class F>

@@ -45,8 +45,9 @@ struct pool_access
     }
 
     // Takes every queued task of `context` out of the queue and ends it as in a shutdown.
+    // Returns false if memory ran out: some may still be queued.
     template <class Clock>
-    static void abandon_context(basic_scheduled_thread_pool<Clock>& pool,
+    static bool abandon_context(basic_scheduled_thread_pool<Clock>& pool,
                                 const void* context) noexcept
     {
         std::exception_ptr failure; // out of memory: what could not be taken stays queued
@@ -54,6 +55,7 @@ struct pool_access
                  [context](const task<Clock>& t) { return t.context() == context; }, failure))
             pool.retire_cancelled(std::move(t));
         pool.stop_if_idle(); // they may have been a shut-down pool's last tasks
+        return !failure;
     }
 
     // For an io_context's timer that leads some of the pool's tasks, once it has woken: runs

@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,6 +69,7 @@ public:
                                   [&](const attached& a) { return a.link == link; });
         if (found == pools_.end())
         {
+            closing_pools_.reserve(pools_.size() + 1); // for shutdown(), which cannot allocate
             pools_.push_back({link, &pool, nullptr});
             found = pools_.end() - 1;
         }
@@ -187,14 +190,21 @@ private:
     void shutdown() override
     {
         live_.fetch_or(closing);
-        std::vector<attached> pools;
         {
             std::lock_guard lock(mutex_);
-            pools = pools_;
+            closing_pools_.assign(pools_.begin(), pools_.end()); // no allocation: see attach()
         }
-        for (attached& a : pools)
+        for (attached& a : closing_pools_)
         {
-            a.link->with_owner([&] { pool_access::abandon_context(*a.pool, this); });
+            // Out of memory, what could not be taken stays queued, and the wait below would
+            // last until it fell due: it is taken again, once others have freed some.
+            for (bool again = true; again;)
+            {
+                again = false;
+                a.link->with_owner([&] { again = !pool_access::abandon_context(*a.pool, this); });
+                if (again)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
             if (a.alarm)
                 a.alarm->retire();
         }
@@ -205,13 +215,16 @@ private:
         // The alarms' timers go while the context's services are still there.
         for (attached& a : pools_)
             a.alarm.reset();
-        pools.clear();
+        closing_pools_.clear();
     }
 
     completion_queue<scheduler_service> completions_{*this};
     std::mutex mutex_;
     std::condition_variable drained_;
     std::vector<attached> pools_; // guarded by mutex_
+    // shutdown()'s copy of pools_, which it walks without the mutex; attach() makes its room, as
+    // shutdown() runs in the context's destructor and must not fail.
+    std::vector<attached> closing_pools_;
     // The number of operations that may post to this context, and the closing bit.
     static constexpr std::size_t closing = std::size_t(1) << (sizeof(std::size_t) * 8 - 1);
     std::atomic<std::size_t> live_{0};

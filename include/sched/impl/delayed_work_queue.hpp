@@ -625,17 +625,33 @@ std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt 
 }
 
 template <class Clock>
-std::size_t basic_delayed_work_queue<Clock>::clear() noexcept
+template <class OnRemove>
+std::size_t basic_delayed_work_queue<Clock>::clear(OnRemove on_remove) noexcept
 {
-    std::lock_guard lock(mutex_);
-    const shards_lock far(*this);
-    const bool marked = heap_.find(marker_).has_value();
-    std::size_t cleared = heap_.clear() - (marked ? 1 : 0);
-    for (const std::unique_ptr<shard>& s : shards_)
-        cleared += s->tasks.clear();
-    far_earliest_.store(duration::max().count(), std::memory_order_relaxed);
-    if (external_)
-        elect(true);
+    // The heaps' arrays leave whole, and are walked once the lock is free.
+    std::array<decltype(heap_.release()), max_far_shards + 1> taken;
+    {
+        std::lock_guard lock(mutex_);
+        const shards_lock far(*this);
+        taken[0] = heap_.release();
+        for (std::size_t i = 0; i < shards_.size(); ++i)
+            taken[i + 1] = shards_[i]->tasks.release();
+        far_earliest_.store(duration::max().count(), std::memory_order_relaxed);
+        if (external_)
+            elect(true);
+    }
+    std::size_t cleared = 0;
+    for (const auto& entries : taken)
+    {
+        for (const entry& e : entries)
+        {
+            if (e.task != &marker_)
+            {
+                ++cleared;
+                on_remove(*e.task);
+            }
+        }
+    }
     return cleared;
 }
 
@@ -835,16 +851,6 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
     entries_.resize(kept);
     rebuild();
     return n - kept;
-}
-
-template <class Clock>
-std::size_t basic_delayed_work_queue<Clock>::heap::clear() noexcept
-{
-    for (entry& e : entries_)
-        e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
-    const std::size_t cleared = entries_.size();
-    decltype(entries_)().swap(entries_);
-    return cleared;
 }
 
 template <class Clock>

@@ -84,7 +84,18 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
 template <class Clock>
 basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
 {
-    (void)shutdown_now(); // the dropped handles cancel their tasks
+    try
+    {
+        (void)shutdown_now(); // the dropped handles cancel their tasks
+    }
+    catch (...) // out of memory: the workers stop, and the tasks stay queued
+    {
+        queue_.clear([this](typename queue_type::node& n) noexcept {
+            task_ptr t(&as_task(n), false); // the queue's reference
+            t->set_owner(nullptr);
+            retire_cancelled(std::move(t));
+        });
+    }
     for (std::thread& worker : workers_)
         worker.join(); // throws, hence terminates, if a task destroys its own pool
     link_->sever();    // detached runs that end from now on find the pool gone
