@@ -250,6 +250,34 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_cannot_be_posted_ends_the_operation_wi
     BOOST_TEST(ticks.value() == 0);
 }
 
+// Cancelled through its slot, an operation's completion is posted at once; when that post fails
+// for lack of memory, the node is gone when the cancel returns, and nothing may touch it then
+// (the sanitizer builds see a use after free).
+BOOST_FIXTURE_TEST_CASE(a_terminal_cancel_whose_completion_cannot_be_posted_leaves_nothing_behind,
+                        periodic_fixture)
+{
+    boost::asio::io_context other;
+    const std::atomic<bool> out_of_memory{true};
+    boost::asio::cancellation_signal signal;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    bool invoked = false;
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s, [](std::stop_token) {},
+        boost::asio::bind_cancellation_slot(
+            signal.slot(),
+            boost::asio::bind_executor(
+                sched::test::failing_executor(other, out_of_memory),
+                [&invoked, alive](std::exception_ptr, std::size_t) { invoked = true; })));
+    alive.reset();
+    signal.emit(cancellation_type::terminal);
+    BOOST_TEST(watch.expired()); // the handler went with the node, unrun
+    BOOST_TEST(pool.queue().size() == 0u);
+    run_to_end(); // nothing is left counted on the scheduler's io_context
+    BOOST_TEST(other.run() == 0u);
+    BOOST_TEST(!invoked);
+}
+
 // The io_context of a periodic operation is destroyed while a tick runs: the destruction waits
 // for the tick, then the operation ends rather than tick again, and its handler goes unrun with
 // the context, as Asio's pending handlers do.

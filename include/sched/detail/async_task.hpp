@@ -530,10 +530,17 @@ private:
         }
         // A work that takes a std::stop_token and is running is asked to stop: a one-shot
         // operation's is running if it cannot be cancelled; a periodic one's tick may be running
-        // either way (it stays pending while it ticks), and no tick starts after a cancel.
-        const bool cancelled = this->cancel(false);
-        if (terminal && (!cancelled || Kind == async_kind::periodic))
-            stop_running();
+        // either way (it stays pending while it ticks), and no tick starts after a cancel. The
+        // slot holds no reference: a cancel that succeeds may free the node (its completion,
+        // out of memory, could not be posted), so nothing touches it after one.
+        if constexpr (Kind == async_kind::periodic)
+        {
+            if (terminal)
+                stop_running();
+            this->cancel(false);
+        }
+        else if (!this->cancel(false) && terminal)
+            stop_running(); // it is running: its runner holds the node
     }
 
     void stop_running() noexcept
