@@ -1,12 +1,19 @@
 #include "support/failing_allocation.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <utility>
 
+#include <malloc.h>
+
 namespace {
+
+// Process-wide: the number of allocations still to succeed before one fails; negative: none.
+std::atomic<long> countdown{-1};
 
 thread_local bool fail_next = false;
 thread_local std::size_t fail_from_bytes = 0; // 0: no plain allocation fails
@@ -21,6 +28,12 @@ bool fails(std::size_t size) noexcept
         return false;
     fail_from_bytes = 0;
     return true;
+}
+
+// Whether this allocation, on any thread, is the one the countdown fails.
+bool counted_down() noexcept
+{
+    return countdown.load(std::memory_order_relaxed) >= 0 && countdown.fetch_sub(1) == 0;
 }
 
 } // namespace
@@ -43,12 +56,22 @@ void fail_allocation_of_at_least(std::size_t bytes, int skip) noexcept
     fail_skip = skip;
 }
 
+void fail_allocation_after(long allocations) noexcept
+{
+    countdown.store(allocations);
+}
+
+bool allocation_failure_pending() noexcept
+{
+    return countdown.load() >= 0;
+}
+
 } // namespace sched::test
 
 // The replaceable forms (the array and nothrow forms call these).
 void* operator new(std::size_t size)
 {
-    if (fails(size))
+    if (fails(size) || counted_down())
         throw std::bad_alloc();
     if (void* p = std::malloc(std::max<std::size_t>(size, 1)))
         return p;
@@ -67,7 +90,7 @@ void operator delete(void* p, std::size_t) noexcept
 
 void* operator new(std::size_t size, std::align_val_t alignment)
 {
-    if (std::exchange(fail_next, false))
+    if (std::exchange(fail_next, false)) // the countdown is aligned_alloc's below
         throw std::bad_alloc();
     const auto align = static_cast<std::size_t>(alignment);
     // aligned_alloc wants a size that is a non-zero multiple of the alignment.
@@ -85,4 +108,16 @@ void operator delete(void* p, std::align_val_t) noexcept
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept
 {
     std::free(p);
+}
+
+// Asio takes its operations' memory from aligned_alloc (through its recycling allocator), so the
+// countdown fails that too; memalign is the same allocator.
+extern "C" void* aligned_alloc(std::size_t alignment, std::size_t size) noexcept
+{
+    if (counted_down())
+    {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    return memalign(alignment, size);
 }

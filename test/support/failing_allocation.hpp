@@ -20,6 +20,13 @@ bool aligned_allocation_failure_armed() noexcept;
 // the plain operator new and delete for this too.
 void fail_allocation_of_at_least(std::size_t bytes, int skip = 0) noexcept;
 
+// Makes an operator new on any thread throw std::bad_alloc: the one after `allocations` others
+// (negative disarms it). For a test that fails each allocation of a scenario in turn.
+void fail_allocation_after(long allocations) noexcept;
+
+// Whether that failure is still to come.
+bool allocation_failure_pending() noexcept;
+
 } // namespace sched::test
 
 #endif // SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP

@@ -1,0 +1,134 @@
+// sched::basic_timer when memory runs out: a scenario of every kind of timer task runs again and
+// again, each time with one more of its allocations succeeding before one fails, on whichever
+// thread it comes (the timer's thread too), until a run needs no more. Whatever fails, a schedule
+// call that throws leaves its task virgin and unrun, no one-shot task runs twice, a periodic task
+// that cannot go on ends and the error handler hears why, and the timer's thread lives on.
+
+#include <sched/manual_clock.hpp>
+#include <sched/timer.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <exception>
+
+#include "support/counter.hpp"
+#include "support/failing_allocation.hpp"
+#include "support/manual_clock_fixture.hpp"
+#include "support/out_of_memory.hpp"
+
+using namespace std::chrono_literals;
+using sched::manual_clock;
+using sched::timer_task_state;
+using sched::test::attempt;
+using sched::test::retry;
+
+namespace {
+
+using manual_timer = sched::basic_timer<manual_clock>;
+using manual_task = sched::basic_timer_task<manual_clock>;
+
+constexpr std::size_t one_shots = 2;
+
+struct outcome
+{
+    std::array<std::atomic<int>, one_shots> runs{};
+    std::array<timer_task_state, one_shots> states{};
+    std::array<bool, one_shots> scheduled{};           // the call returned
+    std::array<timer_task_state, 2> periodic_states{}; // at fixed rate, with fixed delay
+    std::atomic<int> errors{0};                        // what the error handler heard
+    bool caught_up = false;                            // the timer's thread got past what fell due
+    bool failed = false;                               // an allocation failed
+};
+
+void run_scenario(outcome& out, long succeeding)
+{
+    sched::test::manual_clock_fixture time;
+    manual_task first([&runs = out.runs[0]] { ++runs; });
+    manual_task second([&runs = out.runs[1]] { ++runs; });
+    manual_task rate([] {});
+    manual_task delay([] {});
+    sched::test::counter caught_up;
+    manual_task sentinel([&] { caught_up.increment(); });
+    {
+        manual_timer timer("oom", [&](std::exception_ptr) noexcept { ++out.errors; });
+        sched::test::fail_allocation_after(succeeding);
+
+        attempt([&] {
+            timer.schedule(first, 0s);
+            out.scheduled[0] = true;
+        });
+        attempt([&] {
+            timer.schedule(second, 1s);
+            out.scheduled[1] = true;
+        });
+        attempt([&] { timer.schedule_at_fixed_rate(rate, 0s, 1s); });
+        attempt([&] { timer.schedule(delay, 500ms, 1s); });
+
+        manual_clock::advance(3s);
+        retry([&] { timer.schedule(sentinel, 0s); }); // after what fell due
+        out.caught_up = caught_up.wait_for_at_least(1);
+        out.states = {first.state(), second.state()};
+        out.periodic_states = {rate.state(), delay.state()};
+        timer.cancel();
+    }
+    out.failed = !sched::test::allocation_failure_pending();
+    sched::test::fail_allocation_after(-1);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_timer)
+
+BOOST_AUTO_TEST_CASE(out_of_memory_anywhere_no_timer_task_runs_twice_and_the_thread_lives_on,
+                     *boost::unit_test::timeout(300))
+{
+    long runs = 0;
+    sched::test::bad_allocs_caught = 0;
+    for (long succeeding = 0;; ++succeeding)
+    {
+        outcome out;
+        run_scenario(out, succeeding);
+        ++runs;
+        BOOST_TEST_CONTEXT("failing allocation " << succeeding)
+        {
+            for (std::size_t i = 0; i < one_shots; ++i)
+            {
+                if (out.scheduled[i]) // due by the end: it ran once
+                {
+                    BOOST_TEST(out.runs[i].load() == 1);
+                    BOOST_TEST((out.states[i] == timer_task_state::executed));
+                }
+                else // the call threw: the task is as it was
+                {
+                    BOOST_TEST(out.runs[i].load() == 0);
+                    BOOST_TEST((out.states[i] == timer_task_state::virgin));
+                }
+            }
+            BOOST_TEST(out.caught_up); // the thread lives on
+            for (const timer_task_state s : out.periodic_states)
+            {
+                // Virgin if its call threw; executed if it could not be queued again, and then
+                // the error handler heard of it; else still scheduled.
+                BOOST_TEST((s != timer_task_state::cancelled));
+                if (s == timer_task_state::executed)
+                    BOOST_TEST(out.errors.load() > 0);
+            }
+            if (!out.failed)
+            {
+                BOOST_TEST((out.periodic_states[0] == timer_task_state::scheduled));
+                BOOST_TEST((out.periodic_states[1] == timer_task_state::scheduled));
+                BOOST_TEST(out.errors.load() == 0);
+            }
+        }
+        if (!out.failed)
+            break;
+    }
+    BOOST_TEST_MESSAGE("scenario runs: " << runs);
+    BOOST_TEST(runs > 1);                           // the scenario allocates: failures were tried
+    BOOST_TEST(sched::test::bad_allocs_caught > 0); // and some reached the caller
+}
+
+BOOST_AUTO_TEST_SUITE_END()
