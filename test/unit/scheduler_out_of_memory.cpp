@@ -126,25 +126,73 @@ bool run_scenario(std::array<fate, operations>& fates,
     return failed;
 }
 
-// Sweeps the scenario on `Clock` over its allocations.
-template <class Clock>
-void sweep(typename Clock::duration unit)
+// Operations pending far ahead (and one completed, its handler not run yet) when the io_context
+// is destroyed first: every handler goes unrun, with the context. Returns whether an allocation
+// failed.
+bool run_abandoned(std::array<fate, operations>& fates, long succeeding)
+{
+    sched::test::manual_clock_fixture time;
+    std::array handlers{fates[0].handler(), fates[1].handler(), fates[2].handler(),
+                        fates[3].handler(), fates[4].handler(), fates[5].handler()};
+    {
+        sched::test::manual_pool pool(sched::test::pool_fixture::single_worker());
+        {
+            boost::asio::io_context io;
+            sched::test::manual_scheduler scheduler(io, pool);
+            sched::basic_deadline<manual_clock> deadline(scheduler);
+            sched::test::fail_allocation_after(succeeding);
+
+            attempt([&] { scheduler.async_wait(1h, std::move(handlers[0])); });
+            attempt([&] {
+                scheduler.async_schedule(
+                    1h, [] {}, std::move(handlers[1]));
+            });
+            attempt([&] {
+                scheduler.async_schedule_at_fixed_rate(
+                    1h, 1h, boost::asio::bind_executor(io, [] {}), std::move(handlers[2]));
+            });
+            attempt([&] {
+                deadline.expires_after(1h);
+                deadline.async_wait(std::move(handlers[3])); // cancelled as the deadline goes
+            });
+            attempt([&] {
+                scheduler.async_wait(2h,
+                                     sched::cancel_after(scheduler, 1h, std::move(handlers[4])));
+            });
+            attempt([&] {
+                scheduler.async_schedule(
+                    0s, [] {}, std::move(handlers[5]));
+            });
+            retry([&] { pool.submit([] {}).get(); }); // the last has run; its handler waits
+        }                          // the io_context goes first, with all that pending
+        manual_clock::advance(3h); // nothing left to fire into the dead context
+        retry([&] { pool.submit([] {}).get(); });
+    }
+    const bool failed = !sched::test::allocation_failure_pending();
+    sched::test::fail_allocation_after(-1);
+    return failed;
+}
+
+// Sweeps `scenario` over its allocations. With memory enough, every handler is invoked once if
+// `invoked`, else none is.
+template <class Scenario>
+void sweep(Scenario scenario, bool invoked)
 {
     long runs = 0;
     sched::test::bad_allocs_caught = 0;
     for (long succeeding = 0;; ++succeeding)
     {
         std::array<fate, operations> fates;
-        const bool failed = run_scenario<Clock>(fates, succeeding, unit);
+        const bool failed = scenario(fates, succeeding);
         ++runs;
         for (std::size_t i = 0; i < operations; ++i)
         {
             BOOST_TEST_CONTEXT("operation " << i << ", failing allocation " << succeeding)
             {
-                BOOST_TEST(fates[i].calls.load() <= 1);
+                BOOST_TEST(fates[i].calls.load() <= (invoked ? 1 : 0));
                 if (!fates[i].started) // the initiating function threw
                     BOOST_TEST(fates[i].calls.load() == 0);
-                if (!failed) // with memory enough, every handler is invoked
+                if (!failed && invoked)
                     BOOST_TEST(fates[i].calls.load() == 1);
                 BOOST_TEST(fates[i].watch.expired());
             }
@@ -164,14 +212,24 @@ BOOST_AUTO_TEST_SUITE(test_scheduler)
 BOOST_AUTO_TEST_CASE(out_of_memory_anywhere_no_handler_runs_twice_or_is_lost,
                      *boost::unit_test::timeout(300))
 {
-    sweep<manual_clock>(1s);
+    sweep([](auto& fates, long n) { return run_scenario<manual_clock>(fates, n, 1s); }, true);
 }
 
 // The same on the steady clock, where the io_context's timers wait for the waits.
 BOOST_AUTO_TEST_CASE(out_of_memory_anywhere_on_the_steady_clock_no_handler_is_lost,
                      *boost::unit_test::timeout(300))
 {
-    sweep<std::chrono::steady_clock>(std::chrono::milliseconds(1));
+    sweep(
+        [](auto& fates, long n) {
+            return run_scenario<std::chrono::steady_clock>(fates, n, std::chrono::milliseconds(1));
+        },
+        true);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_an_io_context_destroyed_first_takes_every_handler_unrun,
+                     *boost::unit_test::timeout(300))
+{
+    sweep(run_abandoned, false);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
