@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <new>
 #include <optional>
 #include <stop_token>
 #include <tuple>
