@@ -56,6 +56,11 @@ void fail_allocation_of_at_least(std::size_t bytes, int skip) noexcept
     fail_skip = skip;
 }
 
+bool large_allocation_failure_armed() noexcept
+{
+    return fail_from_bytes != 0;
+}
+
 void fail_allocation_after(long allocations) noexcept
 {
     countdown.store(allocations);

@@ -20,6 +20,9 @@ bool aligned_allocation_failure_armed() noexcept;
 // the plain operator new and delete for this too.
 void fail_allocation_of_at_least(std::size_t bytes, int skip = 0) noexcept;
 
+// Whether that failure is still armed on this thread.
+bool large_allocation_failure_armed() noexcept;
+
 // Makes an operator new on any thread throw std::bad_alloc: the one after `allocations` others
 // (negative disarms it). For a test that fails each allocation of a scenario in turn.
 void fail_allocation_after(long allocations) noexcept;

@@ -19,6 +19,7 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/failing_allocation.hpp"
 #include "support/failing_executor.hpp"
 #include "support/io_fixture.hpp"
 #include "support/tick_log.hpp"
@@ -247,6 +248,50 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_cannot_be_posted_ends_the_operation_wi
     manual_clock::advance(5s);
     settle(pool);
     BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(ticks.value() == 0);
+}
+
+// The first post to another context makes the scheduler's service there; when that fails for
+// lack of memory, the tick was never handed over, and the operation ends.
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_with_no_memory_for_its_contexts_service_ends_the_operation,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    boost::asio::io_context ticks_io; // no scheduler_service yet
+    pool.submit([] {
+            sched::test::fail_allocation_of_at_least(
+                sizeof(sched::detail::scheduler_service<manual_clock>));
+        })
+        .get(); // armed on the worker, which takes the tick next
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ticks.increment(); }), on_end());
+    complete_one();
+    BOOST_TEST(!pool.submit([] { return sched::test::large_allocation_failure_armed(); }).get());
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST_REQUIRE(static_cast<bool>(why));
+    BOOST_CHECK_THROW(std::rethrow_exception(why), std::bad_alloc);
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(ticks.value() == 0);
+}
+
+// An executor may destroy what it is given at once, without an error: a shut-down pool's does.
+// The tick then never ran, and the operation ends, aborted.
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_its_executor_destroys_at_once_ends_the_operation,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    manual_pool ticks_pool(single_worker());
+    (void)ticks_pool.shutdown_now(); // its executor destroys functions unrun
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_pool.get_executor(), [&] { ticks.increment(); }),
+        on_end());
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+    BOOST_TEST(pool.queue().size() == 0u);
     BOOST_TEST(ticks.value() == 0);
 }
 

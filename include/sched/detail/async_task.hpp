@@ -300,24 +300,32 @@ public:
             // operation end and its context go, and the last copy of a strand unlocks a mutex
             // of that context's as it goes.
             const posting_tick posting(this);
+            bound_tick tick(this); // the runner's reference, until the executor takes it
+            std::exception_ptr failure;
             try
             {
-                scheduler_service<Clock>::post_to(target, counted, [this] {
-                    boost::asio::post(boost::asio::get_associated_executor(work_),
-                                      bound_tick{this});
+                scheduler_service<Clock>::post_to(target, counted, [&] {
+                    boost::asio::post(boost::asio::get_associated_executor(work_), std::move(tick));
                 });
             }
             catch (...) // out of memory
             {
-                // A strand may keep the tick and fail to schedule itself: the tick then runs
-                // or is destroyed there. Otherwise it went nowhere, and the operation ends.
-                if (!posting.tick_destroyed())
-                    return {nullptr, true};
-                std::exception_ptr e = std::current_exception();
-                fail(e);
-                return {std::move(e)};
+                failure = std::current_exception();
             }
-            return {nullptr, true};
+            if (!tick.taken())
+                (void)tick.release(); // never handed over (post_to() found no service)
+            else if (!posting.tick_destroyed())
+                return {nullptr, true}; // posted, or kept by a strand that then failed
+            if (failure)                // it went nowhere: the operation ends
+            {
+                fail(failure);
+                return {std::move(failure)};
+            }
+            // Destroyed unrun as it was posted: the executor's context is shutting down (or it
+            // is a pool that was shut down), as a bound_tick destroyed later would find.
+            tick_work_.reset();
+            this->cancel(false);
+            return {};
         }
         else
             return {tick(runner_stop)};
@@ -392,18 +400,19 @@ private:
     };
 
     // Marks, on this thread, the node whose bound tick run() is posting: a bound_tick of it
-    // destroyed meanwhile is one that the post could not take (out of memory), and it leaves the
-    // node to run(). One destroyed anywhere else was posted, and never ran.
+    // destroyed meanwhile is one that the executor did not keep (out of memory, or its context
+    // is shutting down), and it leaves the node to run(), which tells the two apart. One
+    // destroyed anywhere else was posted, and never ran.
     class posting_tick
     {
     public:
-        explicit posting_tick(const async_task* t) noexcept { now_ = {t, false}; }
+        explicit posting_tick(const async_task* t) noexcept : outer_(now_) { now_ = {t, false}; }
         posting_tick(const posting_tick&) = delete;
         posting_tick& operator=(const posting_tick&) = delete;
-        ~posting_tick() { now_ = {}; }
+        ~posting_tick() { now_ = outer_; }
 
         // In a bound_tick's destructor: whether it is the one being posted; it is then gone.
-        static bool failed(const async_task* t) noexcept
+        static bool destroyed(const async_task* t) noexcept
         {
             if (now_.task != t)
                 return false;
@@ -420,6 +429,7 @@ private:
             bool destroyed = false;
         };
         static inline thread_local state now_{};
+        const state outer_; // a post under way on this thread around this one
     };
 
     // A bound tick on its way to its executor, with the runner's reference.
@@ -431,7 +441,7 @@ private:
         bound_tick& operator=(bound_tick&&) = delete;
         ~bound_tick()
         {
-            if (t_ && !posting_tick::failed(t_)) // never ran: its context is going
+            if (t_ && !posting_tick::destroyed(t_)) // never ran: its context is going
             {
                 t_->tick_work_.reset(); // while that context can still take it
                 t_->cancel(false);
@@ -446,6 +456,12 @@ private:
             std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
             t->link_->finish_run(*t, std::move(e));
         }
+
+        // Whether it was moved on (or ran): it holds nothing then.
+        bool taken() const noexcept { return !t_; }
+
+        // Lets go of the node without ending its run.
+        async_task* release() noexcept { return std::exchange(t_, nullptr); }
 
     private:
         async_task* t_;

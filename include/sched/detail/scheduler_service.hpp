@@ -190,11 +190,13 @@ private:
     void shutdown() override
     {
         live_.fetch_or(closing);
+        std::vector<attached> pools;
         {
             std::lock_guard lock(mutex_);
             closing_pools_.assign(pools_.begin(), pools_.end()); // no allocation: see attach()
+            pools.swap(closing_pools_); // an attach() from now on reserves in a vector of its own
         }
-        for (attached& a : closing_pools_)
+        for (attached& a : pools)
         {
             // Out of memory, what could not be taken stays queued, and the wait below would
             // last until it fell due: it is taken again, once others have freed some.
@@ -215,15 +217,15 @@ private:
         // The alarms' timers go while the context's services are still there.
         for (attached& a : pools_)
             a.alarm.reset();
-        closing_pools_.clear();
+        pools.clear();
     }
 
     completion_queue<scheduler_service> completions_{*this};
     std::mutex mutex_;
     std::condition_variable drained_;
     std::vector<attached> pools_; // guarded by mutex_
-    // shutdown()'s copy of pools_, which it walks without the mutex; attach() makes its room, as
-    // shutdown() runs in the context's destructor and must not fail.
+    // Room for shutdown()'s copy of pools_, which it walks without the mutex: attach() makes it,
+    // as shutdown() runs in the context's destructor and must not fail. Guarded by mutex_.
     std::vector<attached> closing_pools_;
     // The number of operations that may post to this context, and the closing bit.
     static constexpr std::size_t closing = std::size_t(1) << (sizeof(std::size_t) * 8 - 1);
