@@ -121,9 +121,7 @@ bool run_scenario(std::array<fate, operations>& fates,
             io.run(); // returns once every operation has completed
         });
     }
-    const bool failed = !sched::test::allocation_failure_pending();
-    sched::test::fail_allocation_after(-1);
-    return failed;
+    return sched::test::disarm_allocation_failure();
 }
 
 // Operations pending far ahead (and one completed, its handler not run yet) when the io_context
@@ -168,9 +166,7 @@ bool run_abandoned(std::array<fate, operations>& fates, long succeeding)
         manual_clock::advance(3h); // nothing left to fire into the dead context
         retry([&] { pool.submit([] {}).get(); });
     }
-    const bool failed = !sched::test::allocation_failure_pending();
-    sched::test::fail_allocation_after(-1);
-    return failed;
+    return sched::test::disarm_allocation_failure();
 }
 
 // Sweeps `scenario` over its allocations. With memory enough, every handler is invoked once if
@@ -178,13 +174,9 @@ bool run_abandoned(std::array<fate, operations>& fates, long succeeding)
 template <class Scenario>
 void sweep(Scenario scenario, bool invoked)
 {
-    long runs = 0;
-    sched::test::bad_allocs_caught = 0;
-    for (long succeeding = 0;; ++succeeding)
-    {
+    sched::test::sweep_allocations([&](long succeeding) {
         std::array<fate, operations> fates;
         const bool failed = scenario(fates, succeeding);
-        ++runs;
         for (std::size_t i = 0; i < operations; ++i)
         {
             BOOST_TEST_CONTEXT("operation " << i << ", failing allocation " << succeeding)
@@ -197,12 +189,8 @@ void sweep(Scenario scenario, bool invoked)
                 BOOST_TEST(fates[i].watch.expired());
             }
         }
-        if (!failed)
-            break;
-    }
-    BOOST_TEST_MESSAGE("scenario runs: " << runs);
-    BOOST_TEST(runs > 1);                           // the scenario allocates: failures were tried
-    BOOST_TEST(sched::test::bad_allocs_caught > 0); // and some reached the caller
+        return failed;
+    });
 }
 
 } // namespace
