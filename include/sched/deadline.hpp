@@ -5,6 +5,7 @@
 
 #include <sched/detail/async_task.hpp>
 #include <sched/detail/deadline_wait.hpp>
+#include <sched/detail/prefetch.hpp>
 #include <sched/detail/time.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -137,6 +138,9 @@ public:
     template <class Rep, class Period>
     bool expires_after(std::chrono::duration<Rep, Period> d)
     {
+        // A deadline among many is likely out of cache: its miss can overlap the clock read.
+        detail::prefetch_for_write(&expiry_);
+        detail::prefetch_for_write(&word_);
         return expires_at(detail::due_after<Clock>(d));
     }
 
@@ -208,6 +212,7 @@ private:
     }
 
     basic_scheduler<Clock, Executor> scheduler_;
+    // A move touches expiry_ through word_, and nothing else (see expires_after).
     time_point expiry_ = time_point::max();
     boost::intrusive_ptr<detail::deadline_wait<Clock>> wait_; // the last wait started
     word_type word_; // the armed wait's expiry, or fired: see detail::deadline_wait
