@@ -212,7 +212,8 @@ private:
     }
 
     basic_scheduler<Clock, Executor> scheduler_;
-    // A move touches expiry_ through word_, and nothing else (see expires_after).
+    // Kept together: a move touches expiry_, wait_ and word_ (and, pulling the expiry in, the
+    // pool), and expires_after() asks for their cache lines first.
     time_point expiry_ = time_point::max();
     boost::intrusive_ptr<detail::deadline_wait<Clock>> wait_; // the last wait started
     word_type word_; // the armed wait's expiry, or fired: see detail::deadline_wait
