@@ -8,6 +8,8 @@
 #include <boost/system/system_error.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <exception>
 #include <stdexcept>
 
@@ -24,18 +26,20 @@ struct io_fixture : pool_fixture
     boost::asio::io_context io;
     manual_pool pool{single_worker()};
 
-    // Runs the io_context until one handler has run.
+    // Runs the io_context until one handler has run; a minute with none fails the test (rather
+    // than hang it).
     void complete_one()
     {
         io.restart(); // it stops whenever it runs out of work
-        BOOST_TEST_REQUIRE(io.run_one() == 1u);
+        BOOST_TEST_REQUIRE(io.run_one_for(std::chrono::minutes(1)) == 1u);
     }
 
-    // Runs what is ready, without blocking: a coroutine just spawned runs to its first co_await.
-    void run_ready()
+    // Runs what is ready, without blocking (a coroutine just spawned runs to its first
+    // co_await); returns how many handlers ran.
+    std::size_t run_ready()
     {
-        io.restart();
-        io.poll();
+        io.restart(); // a stopped io_context would run nothing
+        return io.poll();
     }
 
     // Runs the io_context until it runs out of work: every pending operation has completed and

@@ -44,6 +44,20 @@ struct cancel_after_fixture : sched::test::scheduler_fixture
             result = ec;
         };
     }
+
+    // Checks that the operation is not cancelled before `due` on the clock, and is at `due`.
+    void expect_cancelled_at(manual_clock::time_point due)
+    {
+        manual_clock::advance(due - manual_clock::now() - 1ms);
+        settle(pool);
+        BOOST_TEST(run_ready() == 0u); // not cancelled early
+        BOOST_TEST(!result);
+        manual_clock::advance(1ms);
+        complete_one(); // the emission, through the handler's executor
+        if (!result)
+            complete_one(); // then the cancelled wait's completion
+        BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    }
 };
 
 } // namespace
@@ -55,11 +69,7 @@ BOOST_FIXTURE_TEST_CASE(an_operation_outliving_its_timeout_is_cancelled, cancel_
     // The wrapped operation: a wait of 10 s, bounded to 1 s.
     scheduler.async_wait(10s, sched::cancel_after(scheduler, 1s, on_done()));
     BOOST_TEST(pool.queue().size() == 2u);
-    manual_clock::advance(1s);
-    complete_one(); // the emission, through the handler's executor
-    if (!result)
-        complete_one(); // then the cancelled wait's completion
-    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    expect_cancelled_at(at(1s));
     BOOST_TEST(pool.queue().size() == 0u);
 }
 
@@ -84,12 +94,10 @@ BOOST_FIXTURE_TEST_CASE(a_nan_timeout_is_rejected_and_starts_nothing, cancel_aft
 
 BOOST_FIXTURE_TEST_CASE(cancel_at_uses_an_absolute_time, cancel_after_fixture)
 {
-    scheduler.async_wait(10s, sched::cancel_at(scheduler, at(2s), on_done()));
-    manual_clock::advance(2s);
-    io.restart();
-    while (!result && io.run_one() == 1u)
-    {}
-    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    manual_clock::advance(1s);
+    // At 3 s on the clock, 2 s from now (a relative reading would make it 4 s).
+    scheduler.async_wait(10s, sched::cancel_at(scheduler, at(3s), on_done()));
+    expect_cancelled_at(at(3s));
 }
 
 BOOST_FIXTURE_TEST_CASE(the_cancellation_type_is_the_callers, cancel_after_fixture)

@@ -72,7 +72,7 @@ BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last
     BOOST_TEST(pool.queue().peek()->due_time() > at(2s)); // it went back once, at least
     manual_clock::advance(1s);
     settle(pool);
-    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(run_ready() == 0u);
     BOOST_TEST(!result);
     manual_clock::advance(1s);
     complete_one();
@@ -90,7 +90,7 @@ BOOST_FIXTURE_TEST_CASE(a_deadline_pushed_back_then_pulled_in_fires_at_the_pulle
     BOOST_TEST(pool.queue().peek()->due_time() == at(5s));
     manual_clock::advance(2s);
     settle(pool);
-    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(run_ready() == 0u);
     manual_clock::advance(3s);
     complete_one();
     BOOST_TEST((result && !*result));
@@ -160,7 +160,8 @@ BOOST_FIXTURE_TEST_CASE(the_cancellation_slot_cancels_the_wait, deadline_fixture
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
 }
 
-BOOST_FIXTURE_TEST_CASE(destroying_or_moving_over_a_deadline_cancels_its_wait, deadline_fixture)
+BOOST_FIXTURE_TEST_CASE(destroying_a_deadline_cancels_its_wait_and_a_move_carries_it,
+                        deadline_fixture)
 {
     {
         manual_deadline doomed(io, pool);
@@ -172,6 +173,27 @@ BOOST_FIXTURE_TEST_CASE(destroying_or_moving_over_a_deadline_cancels_its_wait, d
     }
     complete_one();
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+BOOST_FIXTURE_TEST_CASE(moving_over_an_armed_deadline_cancels_its_wait_and_takes_the_other,
+                        deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    std::optional<error_code> other_result;
+    manual_deadline other(io, pool);
+    other.expires_after(2s);
+    other.async_wait([&](error_code ec) { other_result = ec; });
+    deadline = std::move(other);
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    BOOST_TEST(!other_result);
+    BOOST_TEST(deadline.armed());
+    BOOST_TEST(!other.armed());
+    BOOST_TEST(pool.queue().size() == 1u); // the other's wait, and not the cancelled one
+    manual_clock::advance(2s);
+    complete_one();
+    BOOST_TEST((other_result && !*other_result));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_moved_deadline_keeps_moving_its_wait_and_fires_once_at_its_last_expiry,
@@ -188,11 +210,11 @@ BOOST_FIXTURE_TEST_CASE(a_moved_deadline_keeps_moving_its_wait_and_fires_once_at
     BOOST_TEST(!moved.expires_after(1s)); // the moved-from deadline has no wait to move
     manual_clock::advance(2s);
     settle(pool); // the entry comes out at 2 s and goes back at 3 s
-    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(run_ready() == 0u);
     BOOST_TEST(assigned.expires_after(2s)); // to 4 s
     manual_clock::advance(1s);
     settle(pool);
-    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(run_ready() == 0u);
     BOOST_TEST(assigned.armed());
     manual_clock::advance(1s);
     complete_one();
@@ -215,7 +237,7 @@ BOOST_FIXTURE_TEST_CASE(a_wait_that_fired_does_not_touch_the_next_one, deadline_
     BOOST_TEST(deadline.expires_after(10s)); // to 11 s
     manual_clock::advance(5s);
     settle(pool);
-    BOOST_TEST(io.poll() == 0u);
+    BOOST_TEST(run_ready() == 0u);
     manual_clock::advance(5s);
     complete_one();
     BOOST_TEST((result && !*result));

@@ -176,8 +176,10 @@ BOOST_AUTO_TEST_CASE(blocks_of_a_size_class_lie_side_by_side_with_no_header)
     std::size_t adjacent = 0;
     for (std::size_t i = 1; i < seen.size(); ++i)
         adjacent += seen[i] - seen[i - 1] == size;
-    // All but the steps from one span to the next (a 64 KB span holds over a thousand).
-    BOOST_TEST(adjacent >= seen.size() - 3);
+    // All but the steps from one span to the next (a 64 KB span holds over a thousand, but run
+    // in one process with other suites, the thread may start on spans they left part-used);
+    // malloc's blocks, each with a header, would have none adjacent.
+    BOOST_TEST(adjacent >= seen.size() * 95 / 100);
 }
 
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling) *

@@ -115,9 +115,17 @@ BOOST_AUTO_TEST_CASE(cancel_with_interruption_requests_stop_of_a_running_task,
                      *boost::unit_test::timeout(60))
 {
     counter started;
-    auto f = pool.submit([&](std::stop_token stop) { return wait_for_stop(stop, started); });
+    counter stopped;
+    auto f = pool.submit([&](std::stop_token stop) {
+        std::string how = wait_for_stop(stop, started);
+        if (how == "stopped")
+            stopped.increment();
+        return how;
+    });
     BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
     BOOST_TEST(f.cancel(true));
+    // The running body sees the request now, not when the pool goes at the end of the test.
+    BOOST_TEST(stopped.wait_for_at_least(1));
     BOOST_TEST((f.state() == future_state::interrupted));
     BOOST_TEST(f.is_cancelled());
     BOOST_CHECK_THROW(f.get(), sched::cancelled_error); // the run's result is discarded
@@ -131,9 +139,11 @@ BOOST_AUTO_TEST_CASE(cancel_without_interruption_lets_a_running_task_finish_but_
     std::promise<void> release;
     auto released = release.get_future().share();
     counter finished;
-    auto f = pool.submit([&] {
+    std::atomic<bool> asked_to_stop{false};
+    auto f = pool.submit([&](std::stop_token stop) {
         started.increment();
         released.wait();
+        asked_to_stop = stop.stop_requested();
         finished.increment();
         return 5;
     });
@@ -142,6 +152,7 @@ BOOST_AUTO_TEST_CASE(cancel_without_interruption_lets_a_running_task_finish_but_
     BOOST_TEST((f.state() == future_state::cancelled));
     release.set_value();
     BOOST_TEST_REQUIRE(finished.wait_for_at_least(1));
+    BOOST_TEST(!asked_to_stop); // only cancel(true) asks a running body to stop
     BOOST_CHECK_THROW(f.get(), sched::cancelled_error);
 }
 

@@ -560,8 +560,10 @@ BOOST_AUTO_TEST_CASE(a_task_may_cancel_the_timer_and_its_run_is_the_last)
         timer.cancel();
         cancelled.increment();
     });
-    timer.schedule(canceller, 0s);
-    timer.schedule(other, 0s);
+    // Both due at once, the canceller first; neither can run before both are scheduled.
+    timer.schedule(canceller, 1s);
+    timer.schedule(other, 1s);
+    manual_clock::advance(1s);
     BOOST_TEST(cancelled.wait_for_at_least(1));
     BOOST_TEST((other.state() == timer_task_state::cancelled));
     BOOST_TEST(ran.value() == 0);
