@@ -236,7 +236,7 @@ public:
      * error_sink.
      *
      * Terminal and partial cancellation end the operation after any running tick; total
-     * cancellation only before the first tick.
+     * cancellation only before the first tick begins (refused from then on: it has effects).
      */
     template <class Tick,
               class Rep1,

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <exception>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -148,6 +149,34 @@ BOOST_FIXTURE_TEST_CASE(total_cancellation_applies_only_before_the_first_tick, p
     before.emit(cancellation_type::total);
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+BOOST_FIXTURE_TEST_CASE(total_cancellation_is_refused_while_the_first_tick_runs,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    boost::asio::cancellation_signal signal;
+    counter started;
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        [&] {
+            started.increment();
+            released.wait();
+        },
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    signal.emit(cancellation_type::total); // the running tick is having effects: refused
+    release.set_value();
+    settle(pool);                          // the tick has ended
+    BOOST_TEST(pool.queue().size() == 1u); // queued again, due at 1 s
+    BOOST_TEST(run_ready() == 0u);
+    BOOST_TEST(!ticks_at_end);
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(ticks_at_end.value_or(0) == 1u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <new>
@@ -538,12 +539,17 @@ private:
         const bool total = (type & cancellation_type::total) != cancellation_type::none;
         if (!terminal && !partial && !total)
             return;
-        // Once a periodic operation has ticked, it has had effects: total cancellation (none
-        // allowed) no longer applies.
+        // Once a periodic operation's first tick has begun, it has had effects: total
+        // cancellation (none allowed) no longer applies.
         if constexpr (Kind == async_kind::periodic)
         {
-            if (!terminal && !partial && ticks_.load(std::memory_order_relaxed) != 0)
-                return;
+            if (!terminal && !partial)
+            {
+                first_tick expected = first_tick::not_yet;
+                if (!first_tick_.compare_exchange_strong(expected, first_tick::closed) &&
+                    expected == first_tick::begun)
+                    return;
+            }
         }
         // A work that takes a std::stop_token and is running is asked to stop: a one-shot
         // operation's is running if it cannot be cancelled; a periodic one's tick may be running
@@ -577,6 +583,8 @@ private:
             tick = schedule_->begin(this->due_time(), Clock::now());
         if (!tick)
             return nullptr; // skipped: next_due() says when it is due instead
+        if (!begin_ticking())
+            return nullptr; // a total cancellation came first: the operation is ending
         try
         {
             invoke_periodic(work_, stop_, runner_stop, *tick);
@@ -592,6 +600,17 @@ private:
                 fail(e);
             return e;
         }
+    }
+
+    // Whether a tick may begin: the first one closes total cancellation out, unless a total
+    // cancellation has closed ticking out first.
+    bool begin_ticking() noexcept
+    {
+        first_tick seen = first_tick_.load(std::memory_order_relaxed);
+        if (seen == first_tick::begun)
+            return true;
+        // Only a runner begins ticks, one at a time: `seen` is not_yet, or closed.
+        return first_tick_.compare_exchange_strong(seen, first_tick::begun);
     }
 
     // Runner only, once: the outcome is settled (or the node never got queued).
@@ -763,6 +782,14 @@ private:
     // The tick that due_after_all() planned, until it runs.
     [[no_unique_address]] if_periodic<std::optional<tick_type>> planned_{};
     [[no_unique_address]] if_periodic<std::atomic<std::size_t>> ticks_{};
+    // Whichever comes first of the first tick and a total cancellation closes the other out.
+    enum class first_tick : std::uint8_t
+    {
+        not_yet,
+        begun,  // total cancellation no longer applies
+        closed, // a total cancellation came first: no tick begins
+    };
+    [[no_unique_address]] if_periodic<std::atomic<first_tick>> first_tick_{};
     [[no_unique_address]] if_bound_tick<std::shared_ptr<owner_link<Clock>>> link_{};
     // Outstanding work on a bound tick's executor, until the operation ends.
     [[no_unique_address]] typename tick_work<Work, has_bound_tick>::type tick_work_{};
