@@ -57,10 +57,16 @@ private:
  * The timeout is one entry in @p scheduler's pool, taken out in O(log n) when the operation
  * completes first. What the operation does when cancelled is its own affair (a socket read
  * completes with `operation_aborted`). The emission runs through the handler's associated
- * executor (or the operation's), never after the handler has been invoked. Cancellation emitted
- * on @p token's own slot is passed on to the operation too. If the pool shuts down first, or
- * memory runs out as the timeout is queued (once the operation has started), the operation goes
- * on without its timeout.
+ * executor, or by default the operation's (its initiation's get_executor(), as an I/O object's),
+ * else @p scheduler's; never after the handler has been invoked. As everywhere in Asio, that
+ * executor must not run the emission beside the operation's own completion: with several
+ * threads running it, bind the handler to a strand. Cancellation emitted on @p token's own slot
+ * is passed on to the operation too.
+ *
+ * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
+ * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a
+ * shutdown() that drops delayed tasks drops it, and the operation goes on without its timeout,
+ * as it does when memory runs out as the timeout is queued (once the operation has started).
  *
  * A negative timeout means now; one too large for the clock never fires; a NaN is rejected with
  * std::invalid_argument.

@@ -31,14 +31,17 @@ namespace sched {
  *
  * Pushing the expiry later (the idle-timeout case, on every message) is one atomic exchange on
  * a word inside the deadline object, which touches no other memory: the queue entry stays put,
- * and when the old expiry comes, a worker finds the new one and puts the entry back at it, once,
- * however many times it was pushed. Pulling it earlier moves the entry in place, in O(log n).
+ * and when the old expiry comes, whoever waits for it (a worker, or the io_context's timer: see
+ * basic_scheduler) finds the new one and puts the entry back at it, once, however many times it
+ * was pushed. Pulling it earlier moves the entry in place, in O(log n).
  *
  * The wait's handler completes through its associated executor (the deadline's executor by
  * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the
- * destructor, or its cancellation slot: any type), or sched::error::shutdown if the pool shut
- * down. A second async_wait() while one is armed completes with `already_started` and leaves the
- * armed one alone.
+ * destructor, or its cancellation slot: any type), or sched::error::shutdown if the pool's
+ * shutdown ended it: shutdown_now(), the pool's destruction, or a shutdown() whose policy drops
+ * delayed tasks (by default, shutdown() keeps the wait, which still fires at its expiry, and
+ * moves as before). A second async_wait() while one is armed completes with `already_started`
+ * and leaves the armed one alone.
  *
  * The wait's memory comes from its handler's associated allocator; unlike the scheduler's
  * operations, it is freed when the deadline next arms, or is destroyed, rather than before the

@@ -70,9 +70,9 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * timer on that io_context, not by a worker: the io_context's thread that wakes (up to the
  * pool's timer_slack after the due time) takes what fell due meanwhile, runs the waits'
  * handlers and posts the ticks: one wake-up for all of them. The pool's before_execute hook runs
- * there too (and after_execute, for waits). If the io_context does not run, a free worker takes
- * a wait or tick 10 ms after that timer was due to wake, so that the pool's other tasks are not
- * held up behind it.
+ * there too (and after_execute, for waits). If the io_context does not run, or its threads are
+ * busy, a free worker takes the wait or tick 10 ms after that timer was due to wake; until then,
+ * the pool's tasks due behind it wait too (so they are held up at most that long).
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
@@ -94,16 +94,19 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * std::stop_token: terminal cancellation then requests stop. A cancellation that does not
  * prevent the run changes nothing: the operation completes with the work's outcome.
  *
- * When the pool shuts down, pending operations complete with sched::error::shutdown (or run, as
- * its after-shutdown policies say); operations started on a shut-down pool complete with it at
- * once. Both are reported as a boost::system::system_error in the exception_ptr of
- * async_schedule() and the periodic operations.
+ * When the pool shuts down, pending operations complete with sched::error::shutdown, or run, as
+ * its after-shutdown policies say: shutdown() keeps delayed work and waits by default (they run
+ * or complete when due) and ends periodic operations; shutdown_now() and the pool's destruction
+ * end them all. Operations started on a shut-down pool complete with the error at once. The
+ * error is reported as a boost::system::system_error in the exception_ptr of async_schedule()
+ * and the periodic operations.
  *
  * The pool must outlive the scheduler (operations are started on it); nothing else has to
  * outlive anything. Destroying the pool completes its pending operations with the shutdown
  * error; destroying the I/O context first takes its operations out of the pool's queue and
- * destroys their handlers unrun, as Asio does with a context's pending handlers (it waits for a
- * tick that is running, or posted to its own executor, to come back).
+ * destroys their handlers unrun, as Asio does with a context's pending handlers (it waits for
+ * work or a tick that a worker is running, or a tick posted to its own executor, to come back:
+ * such work must not wait for that context).
  *
  * @tparam Clock The pool's clock (sched::manual_clock in tests).
  * @tparam Executor The I/O executor: the default completion executor.

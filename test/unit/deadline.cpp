@@ -13,6 +13,7 @@
 
 #include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -254,6 +255,25 @@ BOOST_FIXTURE_TEST_CASE(after_a_shutdown_ended_the_wait_expires_after_reports_fa
     BOOST_TEST(!deadline.expires_after(1s));
     complete_one();
     BOOST_TEST((result && *result == sched::error::shutdown));
+}
+
+BOOST_FIXTURE_TEST_CASE(after_a_shutdown_that_keeps_delayed_tasks_the_wait_moves_and_fires,
+                        deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    pool.shutdown(); // execute_existing_delayed_tasks_after_shutdown is true by default
+    BOOST_TEST(deadline.expires_after(2s)); // lazily: the entry stays at 1 s
+    manual_clock::advance(1s);
+    // At 1 s the entry comes out early and goes back at 2 s.
+    BOOST_TEST_REQUIRE(sched::test::eventually(
+        [&] { return pool.queue().size() == 1u && pool.queue().peek()->due_time() == at(2s); }));
+    BOOST_TEST(run_ready() == 0u);
+    BOOST_TEST(deadline.armed());
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(pool.await_termination(60s));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_pool_open,
