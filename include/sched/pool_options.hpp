@@ -75,7 +75,8 @@ struct pool_options
     /// Whether periodic tasks keep running after shutdown() (Java's default: false).
     bool continue_existing_periodic_tasks_after_shutdown = false;
 
-    /// Whether delayed one-shot tasks still run after shutdown() (Java's default: true).
+    /// Whether queued one-shot tasks still run after shutdown() (Java's default: true). False
+    /// drops every one not yet taken by a worker, due or not, execute()'s too.
     bool execute_existing_delayed_tasks_after_shutdown = true;
 
     /// Whether a cancelled task leaves the queue at once (true) or when it would have been due
@@ -95,8 +96,9 @@ struct pool_options
     /// Sees every exception that a task, a periodic run or an executor function throws on the
     /// pool's threads, on that thread, before after_execute; it must not throw. Empty: the
     /// exceptions that no future or completion handler carries (a periodic task's failures that
-    /// its failure_policy lets it survive, execute()'s tasks, executor functions) are written to
-    /// std::cerr, one line each, so that no failure is silent.
+    /// its failure_policy lets it survive, execute()'s tasks, executor functions, and the failure
+    /// that ends a task whose futures were all dropped) are written to std::cerr, one line each,
+    /// so that no failure is silent.
     std::function<void(std::exception_ptr)> error_sink;
 
     /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's

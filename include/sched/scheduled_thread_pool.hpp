@@ -44,11 +44,13 @@ class basic_pool_executor;
 /// Worker threads running one-shot and periodic tasks when they are due: Java's
 /// ScheduledThreadPoolExecutor.
 /**
- * Tasks wait in a basic_delayed_work_queue; the workers take them as they become due (on Linux,
- * each worker sets its timer slack to 1 ns, so that it wakes on time rather than up to 50 µs
- * late). A task is any callable taking no arguments, or a std::stop_token (which is then told
- * when the task is cancelled with interruption or the pool stops). Scheduling returns a
- * basic_scheduled_future for the task's result and for cancelling it.
+ * Tasks wait in a basic_delayed_work_queue; the workers take them as they become due, waking
+ * up to pool_options::timer_slack after the due time (50 µs by default, so that one wake-up
+ * takes every task due meanwhile; zero wakes on time). On Linux each worker sets the kernel's
+ * own timer slack to 1 ns, so that a sleep ends when the pool asks. A task is any callable taking
+ * no arguments, or a std::stop_token (which is then told when the task is cancelled with
+ * interruption or the pool stops). Scheduling returns a basic_scheduled_future for the task's
+ * result and for cancelling it.
  *
  * A task's exception goes to its future (and to the error_sink and after_execute hooks), never
  * out of a worker: workers do not die. A periodic task never runs concurrently with itself; by
@@ -183,7 +185,8 @@ public:
     }
 
     /// Runs @p f as soon as a worker is free, without a future: what it throws reaches only the
-    /// error_sink (by default, a line on std::cerr) and after_execute hooks.
+    /// error_sink (by default, a line on std::cerr) and after_execute hooks (or, handed back by
+    /// shutdown_now(), what the handle's run() returns).
     /**
      * With no future, a task rejected under the discard policies after shutdown is dropped
      * without a word; use submit() to learn its fate. Under rejection_policy::caller_runs, what
@@ -197,8 +200,9 @@ public:
 
     /// Accepts no new tasks; queued tasks run or are cancelled according to the policies.
     /**
-     * Periodic tasks stop unless continue_existing_periodic_tasks_after_shutdown; delayed
-     * one-shot tasks still run when due unless execute_existing_delayed_tasks_after_shutdown is
+     * Periodic tasks stop unless continue_existing_periodic_tasks_after_shutdown; one-shot
+     * tasks (delayed ones, and those already due but not yet taken, execute()'s among
+     * them) still run when due unless execute_existing_delayed_tasks_after_shutdown is
      * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
      * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
      * see await_termination(). Calling it again has no effect.

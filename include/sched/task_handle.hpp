@@ -6,6 +6,7 @@
 #include <boost/smart_ptr/intrusive_ptr.hpp>
 
 #include <chrono>
+#include <exception>
 #include <future>
 #include <stop_token>
 
@@ -63,22 +64,28 @@ public:
     /**
      * A one-shot task completes its future with its value or exception. A periodic task runs
      * once and then ends cancelled, since nothing will run it again. A task already cancelled
-     * through its future does not run. The pool's before_execute and after_execute hooks do not
-     * run: the task has left its pool.
+     * through its future does not run. The pool's before_execute and after_execute hooks and its
+     * error_sink are not called: the task has left its pool.
      *
+     * @returns What the run threw, or null. For a task that no future carries (one of execute(),
+     *          an executor function, a task whose futures are gone) and for the run of a
+     *          periodic task whose failure_policy survives it (its future then reports
+     *          cancellation), this is the only report of it.
      * @throws std::future_error (no_state) if the handle is empty.
      */
-    void run()
+    std::exception_ptr run()
     {
         checked();
         boost::intrusive_ptr<detail::task<Clock>> t = std::move(task_);
+        std::exception_ptr error;
         if (t->state() == future_state::pending)
         {
-            (void)t->run(std::stop_token{}); // the outcome goes to the future
+            error = t->run(std::stop_token{}).error; // a one-shot task's future gets it too
             if (t->is_periodic())
                 t->cancel(false);
         }
         t->release_body();
+        return error;
     }
 
     /// Cancels the task without running it and empties the handle.

@@ -18,6 +18,7 @@
 
 #include "support/error_log.hpp"
 #include "support/pool_fixture.hpp"
+#include "support/stderr_capture.hpp"
 #include "support/tick_log.hpp"
 
 using namespace std::chrono_literals;
@@ -290,6 +291,22 @@ BOOST_AUTO_TEST_CASE(options_that_do_not_fit_throw_invalid_argument_and_schedule
         pool.schedule_with_fixed_delay(1s, 1s, noop, {.missed = missed_tick_policy::burst()}),
         std::invalid_argument);
     BOOST_TEST(pool.queue().size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_failure_that_ends_a_task_with_no_future_left_is_written_to_stderr)
+{
+    // No error_sink: a failure that a future carries stays with it; one that ends a task whose
+    // future was dropped (a heartbeat, often) would otherwise go unseen.
+    sched::test::stderr_capture captured;
+    manual_pool quiet(single_worker());
+    auto kept = quiet.schedule_at_fixed_rate(1s, 1s, [] { throw std::runtime_error("kept beat"); });
+    (void)quiet.schedule_at_fixed_rate(1s, 1s, [] { throw std::runtime_error("dropped beat"); });
+    manual_clock::advance(1s); // both run once their futures are kept and dropped
+    BOOST_CHECK_THROW(kept.get(), std::runtime_error);
+    settle(quiet);
+    const std::string text = captured.text();
+    BOOST_TEST(text.find("dropped beat") != std::string::npos);
+    BOOST_TEST(text.find("kept beat") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

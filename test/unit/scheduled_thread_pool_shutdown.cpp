@@ -8,6 +8,8 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
+#include <future>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -461,8 +463,40 @@ BOOST_AUTO_TEST_CASE(a_task_that_throws_in_run_reports_through_its_future)
     auto f = pool.schedule(1h, []() -> int { throw std::runtime_error("late"); });
     auto handles = pool.shutdown_now();
     BOOST_TEST_REQUIRE(handles.size() == 1u);
-    handles[0].run(); // does not throw: the outcome is the future's
-    BOOST_CHECK_THROW(f.get(), std::runtime_error);
+    const std::exception_ptr thrown = handles[0].run(); // does not throw: it returns it
+    BOOST_CHECK_THROW(std::rethrow_exception(thrown), std::runtime_error);
+    BOOST_CHECK_THROW(f.get(), std::runtime_error); // and the future carries it
+}
+
+BOOST_AUTO_TEST_CASE(run_returns_what_a_task_with_no_future_threw)
+{
+    manual_pool pool(1);
+    counter started;
+    std::promise<void> release;
+    auto busy = pool.submit([&, released = release.get_future().share()] {
+        started.increment();
+        released.wait();
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1)); // the one worker is busy
+    pool.execute([] { throw std::runtime_error("no future"); });
+    auto handles = pool.shutdown_now();
+    release.set_value();
+    BOOST_TEST_REQUIRE(handles.size() == 1u);
+    const std::exception_ptr thrown = handles[0].run();
+    BOOST_TEST_REQUIRE(static_cast<bool>(thrown));
+    BOOST_CHECK_EXCEPTION(
+        std::rethrow_exception(thrown), std::runtime_error,
+        [](const std::runtime_error& e) { return std::string(e.what()) == "no future"; });
+}
+
+BOOST_AUTO_TEST_CASE(run_returns_null_when_the_task_did_not_throw)
+{
+    manual_pool pool(1);
+    auto f = pool.schedule(1h, [] { return 5; });
+    auto handles = pool.shutdown_now();
+    BOOST_TEST_REQUIRE(handles.size() == 1u);
+    BOOST_TEST(!handles[0].run());
+    BOOST_TEST(f.get() == 5);
 }
 
 BOOST_AUTO_TEST_CASE(move_assignment_cancels_the_task_it_replaces)

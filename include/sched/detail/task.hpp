@@ -64,6 +64,9 @@ public:
             destroy();
     }
 
+    // Runner only: whether anything besides the runner (a future, a handle) still holds the task.
+    bool held_elsewhere() const noexcept { return refs_.load(std::memory_order_acquire) > 1; }
+
     friend void intrusive_ptr_add_ref(task* t) noexcept { t->add_ref(); }
     friend void intrusive_ptr_release(task* t) noexcept { t->release(); }
 

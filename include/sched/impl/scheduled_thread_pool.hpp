@@ -514,7 +514,10 @@ void basic_scheduled_thread_pool<Clock>::report_failure(const std::exception_ptr
 template <class Clock>
 bool basic_scheduled_thread_pool<Clock>::carries_failure(const task_type& t) noexcept
 {
-    return t.state() == future_state::exceptional && !t.unobserved() && !t.is_executor_function();
+    // A handler is always told; a future only if one is left (one dropped at once, as a
+    // heartbeat's often is, carries nothing).
+    return t.state() == future_state::exceptional && !t.unobserved() && !t.is_executor_function() &&
+           (t.completes_handler() || t.held_elsewhere());
 }
 
 template <class Clock>
