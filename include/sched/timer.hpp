@@ -72,11 +72,13 @@ public:
  * for its next run ends (`executed`), and the error handler is given the std::bad_alloc.
  *
  * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
- * run, a run under way finishes, and scheduling afterwards throws sched::timer_cancelled. The
- * destructor cancels the timer and waits for a run under way (unless called by that run).
+ * run, a run under way finishes (cancel() waits for it, unless called by that run), and
+ * scheduling afterwards throws sched::timer_cancelled. The destructor cancels the timer and
+ * waits for a run under way, so it must not be called from a task of this timer.
  *
  * @par Thread safety
- * Every member function may be called from any thread, including from inside a task.
+ * Every member function may be called from any thread, including from inside a task (except
+ * the destructor).
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer

@@ -48,8 +48,8 @@ public:
     }
 
     /// Cancels the task (java.util.TimerTask.cancel()): it will not run again. A run under way
-    /// finishes. The task stays in its timer's queue until it reaches the head or
-    /// basic_timer::purge() removes it.
+    /// finishes. The task stays in its timer's queue (with what its callable holds) until it
+    /// falls due, when it is dropped unrun, or basic_timer::purge() removes it, as in Java.
     /** @returns true if this prevented a run: a one-shot task that had not run, or any
      *  periodic task; false if it had not been scheduled, had run once, or was already
      *  cancelled. */
@@ -59,8 +59,9 @@ public:
     timer_task_state state() const noexcept { return node_->state(); }
 
     /// The time the most recent run was due (during a run: this run's), as
-    /// java.util.TimerTask.scheduledExecutionTime(); `time_point::min()` before the first run.
-    /// A run compares it with the clock to see how late it is.
+    /// java.util.TimerTask.scheduledExecutionTime() (except that for a fixed-delay task Java
+    /// gives the time the run started); `time_point::min()` before the first run. A run
+    /// compares it with the clock to see how late it is.
     time_point scheduled_execution_time() const noexcept
     {
         return node_->scheduled_execution_time();
