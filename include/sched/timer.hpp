@@ -74,11 +74,10 @@ public:
  * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
  * run, a run under way finishes (cancel() waits for it, unless called by that run), and
  * scheduling afterwards throws sched::timer_cancelled. The destructor cancels the timer and
- * waits for a run under way, so it must not be called from a task of this timer.
+ * waits for a run under way, unless called by that run: a task may destroy its own timer.
  *
  * @par Thread safety
- * Every member function may be called from any thread, including from inside a task (except
- * the destructor).
+ * Every member function may be called from any thread, including from inside a task.
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer
@@ -102,9 +101,18 @@ public:
     basic_timer(const basic_timer&) = delete;
     basic_timer& operator=(const basic_timer&) = delete;
 
-    /// Cancels the timer and waits for a run under way. Must not be called from a task of this
-    /// timer.
-    ~basic_timer() { cancel(); }
+    /// Cancels the timer and waits for a run under way. Called from that run (a task letting go
+    /// of the last owner of its timer), it does not wait: the run is the last, and the thread
+    /// ends after it without touching the timer again.
+    ~basic_timer()
+    {
+        cancel();
+        if (thread_.get_id() == std::this_thread::get_id())
+        {
+            destroyed_by_this_run_ = true;
+            thread_.detach();
+        }
+    }
 
     /// The name given to the timer's thread.
     const std::string& name() const noexcept { return name_; }
@@ -358,7 +366,11 @@ private:
     {
         detail::name_this_thread(name_);
         while (typename queue_type::node* taken = queue_.take(stop))
+        {
             run(static_cast<node_type&>(*taken));
+            if (destroyed_by_this_run_)
+                return; // the timer is gone: touch nothing of it
+        }
     }
 
     void run(node_type& n)
@@ -391,11 +403,23 @@ private:
             try
             {
                 n.run(*tick);
+                if (destroyed_by_this_run_)
+                {
+                    if (schedule)
+                        n.cancel(); // a periodic task's last run, as when a run cancels the timer
+                    return;
+                }
                 if (schedule)
                     schedule->succeeded();
             }
             catch (...)
             {
+                if (destroyed_by_this_run_) // its error handler went with it
+                {
+                    detail::report_uncaught("a destroyed timer", std::current_exception());
+                    n.end_by_failure();
+                    return;
+                }
                 report(std::current_exception());
                 if (!schedule || schedule->ends_with_failure())
                 {
@@ -441,6 +465,8 @@ private:
     bool cancelled_ = false;
     std::mutex cancel_mutex_; // see cancel()
     std::jthread thread_;     // last: it starts once the rest is ready
+    // On the timer's thread: a task destroyed the timer (see the destructor).
+    static inline thread_local bool destroyed_by_this_run_ = false;
 };
 
 /// The timer on std::chrono::steady_clock.

@@ -1,6 +1,7 @@
 #ifndef SCHED_TEST_SUPPORT_STDERR_CAPTURE_HPP
 #define SCHED_TEST_SUPPORT_STDERR_CAPTURE_HPP
 
+#include <cstddef>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -35,16 +36,21 @@ public:
         std::fclose(file_);
     }
 
-    // Everything written so far.
+    // Everything written so far (read without moving the file's offset, which stderr shares, so
+    // that it may be called while other threads write).
     std::string text()
     {
         std::fflush(stderr);
         std::string out;
-        std::rewind(file_);
         char buffer[4096];
-        while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, file_))
-            out.append(buffer, n);
-        std::fseek(file_, 0, SEEK_END);
+        for (;;)
+        {
+            const ::ssize_t n =
+                ::pread(::fileno(file_), buffer, sizeof buffer, static_cast<::off_t>(out.size()));
+            if (n <= 0)
+                break;
+            out.append(buffer, static_cast<std::size_t>(n));
+        }
         return out;
     }
 

@@ -26,6 +26,7 @@
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/manual_clock_fixture.hpp"
+#include "support/stderr_capture.hpp"
 #include "support/tick_log.hpp"
 #include "support/wait.hpp"
 #include <pthread.h>
@@ -567,6 +568,49 @@ BOOST_AUTO_TEST_CASE(a_task_may_cancel_the_timer_and_its_run_is_the_last)
     BOOST_TEST(cancelled.wait_for_at_least(1));
     BOOST_TEST((other.state() == timer_task_state::cancelled));
     BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_may_destroy_its_timer_and_its_run_is_the_last)
+{
+    auto timer = std::make_unique<manual_timer>();
+    counter destroyed;
+    manual_task destroyer([&] {
+        timer.reset();
+        destroyed.increment();
+    });
+    counter ran;
+    manual_task other([&] { ran.increment(); });
+    manual_task periodic([&] { ran.increment(); });
+    timer->schedule(destroyer, 1s);
+    timer->schedule(other, 1s);
+    timer->schedule_at_fixed_rate(periodic, 2s, 1s);
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(destroyed.wait_for_at_least(1));
+    BOOST_TEST((destroyer.state() == timer_task_state::executed));
+    BOOST_TEST((other.state() == timer_task_state::cancelled));
+    BOOST_TEST((periodic.state() == timer_task_state::cancelled));
+    manual_clock::advance(5s);
+    BOOST_TEST(ran.value() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_periodic_task_that_destroys_its_timer_ends_cancelled_and_a_throw_is_reported)
+{
+    sched::test::stderr_capture captured;
+    auto timer = std::make_unique<manual_timer>();
+    counter runs;
+    manual_task periodic([&] {
+        runs.increment();
+        timer.reset();
+        throw std::runtime_error("after its timer went");
+    });
+    timer->schedule_at_fixed_rate(periodic, 1s, 1s);
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    BOOST_TEST(sched::test::eventually(
+        [&] { return captured.text().find("after its timer went") != std::string::npos; }));
+    BOOST_TEST((periodic.state() == timer_task_state::executed)); // ended by its failure
+    manual_clock::advance(5s);
+    BOOST_TEST(runs.value() == 1);
 }
 
 // Schedules fillers due far ahead, each with the next aligned allocation failing on this thread,
