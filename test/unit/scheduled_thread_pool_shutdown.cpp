@@ -90,7 +90,7 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
         BOOST_TEST(!pool.is_terminated()); // a live periodic task keeps the pool alive
         BOOST_TEST(periodic.cancel());
     }
-    pool.await_termination();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(pool.is_terminated());
     BOOST_TEST(periodic_runs.value() == (continue_periodic ? 2 : 1));
     BOOST_TEST(pool.queue().empty());
@@ -130,7 +130,8 @@ BOOST_AUTO_TEST_CASE(shutdown_drops_tasks_cancelled_but_still_queued)
     BOOST_TEST(pool.await_termination(60s)); // not an hour
 }
 
-BOOST_AUTO_TEST_CASE(shutdown_now_returns_exactly_the_tasks_that_never_ran_in_due_order)
+BOOST_AUTO_TEST_CASE(shutdown_now_returns_exactly_the_tasks_that_never_ran_in_due_order,
+                     *boost::unit_test::timeout(60))
 {
     manual_pool pool(single_worker());
     auto ran = pool.schedule(1s, [] { return 0; });
@@ -163,7 +164,8 @@ BOOST_AUTO_TEST_CASE(shutdown_now_returns_exactly_the_tasks_that_never_ran_in_du
     never_ran.clear(); // dropping a's handle tells a's future
     BOOST_CHECK_THROW(a.get(), sched::cancelled_error);
     BOOST_TEST(ran.get() == 0);
-    pool.await_termination();
+    pool.await_termination(); // the overload with no time limit
+    BOOST_TEST(pool.is_terminated());
 }
 
 // Which reservation fails: the list to hand back (0) or the room for the tasks taken out (1).
@@ -200,7 +202,7 @@ BOOST_AUTO_TEST_CASE(shutdown_now_lets_a_running_task_finish_and_requests_its_st
     auto never_ran = pool.shutdown_now();
     BOOST_TEST(never_ran.empty());
     BOOST_TEST(running.get() == 1); // it saw stop requested and completed normally
-    pool.await_termination();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
 }
 
 BOOST_AUTO_TEST_CASE(a_running_periodic_task_does_not_run_again_after_shutdown_now,
@@ -218,7 +220,7 @@ BOOST_AUTO_TEST_CASE(a_running_periodic_task_does_not_run_again_after_shutdown_n
     BOOST_TEST(pool.shutdown_now().empty()); // it is out of the queue while it runs
     release.set_value();
     BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
-    pool.await_termination();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(runs.value() == 1);
 }
 
@@ -376,7 +378,7 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
     BOOST_CHECK_THROW(rejected.get(), sched::cancelled_error);
     manual_clock::advance(10s);
     BOOST_TEST(queued.get() == 1);
-    pool.await_termination();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(ran.value() == 0);
 }
 
