@@ -85,7 +85,7 @@ BOOST_FIXTURE_TEST_CASE(io_context_run_returns_only_after_the_pending_operation,
 {
     std::atomic<bool> completed{false};
     scheduler.async_wait(1s, [&](error_code) { completed = true; });
-    std::thread runner([&] { io.run(); });
+    std::thread runner([&] { io.run_for(std::chrono::minutes(1)); });
     manual_clock::advance(1s);
     runner.join(); // run() returned: only after the handler ran
     BOOST_TEST(completed.load());
@@ -100,7 +100,7 @@ BOOST_FIXTURE_TEST_CASE(io_context_runs_while_any_operation_is_pending_and_again
     };
     scheduler.async_wait(1s, count);
     scheduler.async_wait(2s, count);
-    std::thread runner([&] { io.run(); });
+    std::thread runner([&] { io.run_for(std::chrono::minutes(1)); });
     manual_clock::advance(1s);
     BOOST_TEST_REQUIRE(sched::test::eventually([&] { return completed == 1; }));
     BOOST_TEST(!io.stopped()); // the second keeps it running
@@ -111,7 +111,7 @@ BOOST_FIXTURE_TEST_CASE(io_context_runs_while_any_operation_is_pending_and_again
     // From nothing pending, the next operation counts as outstanding work again.
     io.restart();
     scheduler.async_wait(1s, count);
-    std::thread second_runner([&] { io.run(); });
+    std::thread second_runner([&] { io.run_for(std::chrono::minutes(1)); });
     manual_clock::advance(1s);
     second_runner.join();
     BOOST_TEST(completed == 3);
@@ -200,7 +200,8 @@ BOOST_FIXTURE_TEST_CASE(the_handler_runs_through_its_associated_executor, schedu
     settle(pool); // the completion has gone to `other`: the scheduler's executor is done with it
     BOOST_TEST(io.poll() == 0u);
     BOOST_TEST(io.stopped());
-    std::thread runner([&] { other.run(); }); // returns once the handler has run
+    // Returns once the handler has run.
+    std::thread runner([&] { other.run_for(std::chrono::minutes(1)); });
     const std::thread::id runner_id = runner.get_id();
     runner.join();
     BOOST_TEST((ran_on == runner_id));
@@ -461,7 +462,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_pool_completes_pending_operations)
         scheduler.async_schedule(
             1h, [] { return 1; }, [&](std::exception_ptr e, int) { error = e; });
     }
-    io.run();
+    io.run_for(std::chrono::minutes(1));
     BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
     BOOST_TEST(code_in(error) == make_error_code(sched::error::shutdown));
 }
@@ -591,7 +592,7 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_stops_the_io_context_loses_no_other_handl
     });
     // As with a strand, the batch runs to its end: stop() ends run() after it, not inside it.
     io.restart();
-    io.run();
+    io.run_for(std::chrono::minutes(1));
     for (int i = 0; i < count; ++i)
         BOOST_TEST(runs[i] == 1);
     run_to_end(); // and nothing is left over, nothing runs twice
@@ -652,7 +653,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_destroys_completions_it_has_not_r
             for (auto& signal : signals)
                 signal.emit(cancellation_type::terminal);
         });
-        BOOST_TEST(io.run_one() == 1u); // the cancels only
+        BOOST_TEST(io.run_one_for(std::chrono::minutes(1)) == 1u); // the cancels only
         BOOST_TEST(pool.queue().size() == 0u);
     }                            // the io_context goes without running the batch
     BOOST_TEST(watch.expired()); // their handlers went with it

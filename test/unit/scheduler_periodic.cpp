@@ -227,7 +227,7 @@ BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there_and_never_overlap
     {
         // The worker posts the tick; it is not re-queued until the tick has run on the strand.
         ticks_io.restart();
-        BOOST_TEST_REQUIRE(ticks_io.run_one() == 1u);
+        BOOST_TEST_REQUIRE(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
         BOOST_TEST(ticks.load() == k);
         BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
         if (k < 3)
@@ -419,7 +419,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_
         destroyed = true;
     });
     std::this_thread::sleep_for(20ms); // as above: the destruction begins first
-    BOOST_TEST(ticks_io.run_one() == 1u);
+    BOOST_TEST(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
     BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
     destroyer.join();
     BOOST_TEST(ticks.value() == 1);
@@ -442,7 +442,8 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_cancelled_on_its_way_to_its_executor_does_n
     BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
     settle(pool);
     signal.emit(cancellation_type::total); // no tick has run: no effects yet, so it is accepted
-    BOOST_TEST(ticks_io.run_one() == 1u);  // the posted tick arrives, and does not tick
+    // The posted tick arrives, and does not tick.
+    BOOST_TEST(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
     complete_one();
     BOOST_TEST(ticks.value() == 0);
     BOOST_TEST(ticks_at_end.value_or(1) == 0u);
@@ -532,7 +533,8 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_that_keeps_running_reports_its_failures_to_
     for (int k = 1; k <= 3; ++k)
     {
         ticks_io.restart();
-        BOOST_TEST_REQUIRE(ticks_io.run_one() == 1u); // the tick runs, and throws
+        // The tick runs, and throws.
+        BOOST_TEST_REQUIRE(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
         BOOST_TEST_REQUIRE(eventually([&] { return sinking.queue().size() == 1u; }));
         if (k < 3)
             manual_clock::advance(1s);
