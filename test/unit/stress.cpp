@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/wait.hpp"
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -200,10 +202,7 @@ BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_
     }
     // Let every task run a few times, then cancel them from two threads at once.
     for (auto& s : states)
-    {
-        while (s.runs.load() < 3)
-            std::this_thread::yield();
-    }
+        BOOST_TEST_REQUIRE(sched::test::eventually([&] { return s.runs.load() >= 3; }));
     std::atomic<int> cancels{0}; // Boost.Test's assertions are for the main thread only
     std::thread first([&] {
         for (int i = 0; i < tasks; i += 2)
@@ -216,6 +215,9 @@ BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_
     first.join();
     second.join();
     BOOST_TEST(cancels.load() == tasks);
+    // They stop: once the runs in progress end, none is queued again. (Checked before shutdown(),
+    // which would end them anyway.)
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return pool.queue().empty(); }));
     pool.shutdown(); // nothing left: terminates once the runs in progress end
     BOOST_TEST(pool.await_termination(60s));
     BOOST_TEST(pool.queue().empty());
