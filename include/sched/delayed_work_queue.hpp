@@ -273,6 +273,18 @@ public:
         slack_ = slack;
     }
 
+    /// Lets the thread that waits for the head (or its external leader) wake @p spin before it
+    /// is due, and then poll the clock until it is due, so that it runs on time instead of a
+    /// wake-up's delay late. Polling keeps that thread busy; the slack is not used meanwhile.
+    /// Zero, the default: sleep until the head is due (plus the slack). A clock that notifies
+    /// (manual_clock) never polls. Call it before the queue is used.
+    void set_spin(duration spin) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        if constexpr (!detail::notifying_clock<Clock>)
+            spin_ = spin;
+    }
+
     /// Gives the queue a far tier: a task due at least @p horizon ahead, with no external leader,
     /// goes to one of @p shards heaps, each with its own lock, chosen by the pushing thread; it
     /// moves to the main heap, with the other far tasks due within @p horizon, half a horizon or
@@ -297,11 +309,28 @@ public:
     /// waits for every lock of the queue.
     void close_far_tier() noexcept;
 
+    /// How an external leader's thread polls the clock for a head due within the spin (see
+    /// set_spin() and take_led()).
+    struct led_poll
+    {
+        /// In: this thread has been polling for the leader. Out: it is to poll (on) until `until`.
+        bool polling = false;
+        /// When the head it polls for is due.
+        time_point until = time_point::max();
+    };
+
     /// For an external leader once it is woken: removes and returns the head if it is due and
     /// @p leader leads it, calling @p on_take(task) under the lock as take() does; otherwise
     /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader.
+    /**
+     * With a spin (see set_spin()) and @p poll given, a head that @p leader leads and that is not
+     * due yet but is due within the spin stays with @p leader, and one of its threads polls the
+     * clock for it: this one, if no other is (poll->polling on return, and poll->until says when
+     * the head is due). It polls holding nothing that others wait for, then calls take_led()
+     * again with the same @p poll.
+     */
     template <class OnTake>
-    node* take_led(external_leader& leader, OnTake on_take) noexcept;
+    node* take_led(external_leader& leader, OnTake on_take, led_poll* poll = nullptr) noexcept;
 
     /// Calls @p f() under the queue's lock, then finds the head another leader if @p leader
     /// led it: for a leader that is going away (f marks it so that it refuses to lead).
@@ -489,17 +518,28 @@ private:
     // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
-    // When whoever leads a task due at `due` wakes for it: a waiting thread, or an external
-    // leader asked to.
+    // When whoever leads a task due at `due` wakes for it (a waiting thread, or an external
+    // leader asked to): with a spin, the spin before it is due (then it polls until it is due);
+    // otherwise the slack after it.
     time_point wake_time(time_point due) const noexcept
     {
-        return detail::saturating_add(due, slack_);
+        if (spin_ == duration::zero())
+            return detail::saturating_add(due, slack_);
+        if (due == time_point::max())
+            return due;
+        return due.time_since_epoch() < duration::min() + spin_ ? time_point::min() : due - spin_;
+    }
+    // Under the lock, led by a waiting thread or external leader that woke at `now`: whether it
+    // polls the clock until the head is due rather than sleep again.
+    bool polls(time_point now) const noexcept
+    {
+        return spin_ != duration::zero() && !heap_.empty() && now >= wake_time(heap_.front().due);
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
-    // grace after the leader was asked to wake.
+    // grace after it is due and its leader was asked to wake.
     time_point leader_deadline(time_point due) const noexcept
     {
-        return detail::saturating_add(wake_time(due), grace_);
+        return detail::saturating_add(std::max(due, wake_time(due)), grace_);
     }
     void wake_all() noexcept;
     bool remove_locked(node& task) noexcept;
@@ -553,10 +593,12 @@ private:
     // (the others sleep until woken).
     const void* backup_ = nullptr;
     external_leader* external_ = nullptr;
+    const external_leader* polling_ = nullptr; // whose thread polls for the head (see take_led())
     time_point external_due_{}; // what external_ sleeps until; max() once it has woken
     leader_finder find_ = nullptr;
     duration grace_{};
     duration slack_{};
+    duration spin_{};
 
     std::vector<std::unique_ptr<shard>> shards_; // the far tier; none without one
     duration far_horizon_{};

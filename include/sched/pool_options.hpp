@@ -62,6 +62,15 @@ struct pool_options
     /// the same slack.
     std::chrono::nanoseconds timer_slack = std::chrono::microseconds(50);
 
+    /// How long before the next task is due the thread that waits for it stops sleeping and
+    /// polls the clock instead, so that the task starts on time rather than a wake-up's delay
+    /// late (tens of microseconds, more on a loaded or virtual machine). The cost is CPU: that
+    /// thread is busy for up to this long before each wake-up, and all the time while tasks fall
+    /// due less than this apart. For a scheduler's waits and bound ticks, the io_context's thread
+    /// that wakes for them polls, between its other handlers. Zero, the default, sleeps; with a
+    /// spin, timer_slack is not used. Negative: std::invalid_argument.
+    std::chrono::nanoseconds spin_before_due = std::chrono::nanoseconds::zero();
+
     /// Tasks due at least this far ahead wait in heaps of their own, one per group of scheduling
     /// threads (delayed_work_queue's far tier), so that threads arming and cancelling timeouts
     /// at once do not contend for one lock; a worker moves them to the shared queue half of this

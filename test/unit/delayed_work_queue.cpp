@@ -21,6 +21,7 @@
 
 #include "support/queue_fixture.hpp"
 #include "support/resident_memory.hpp"
+#include "support/silent_clock.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -844,6 +845,148 @@ BOOST_AUTO_TEST_CASE(the_heaps_arrays_go_back_to_the_system_as_it_outgrows_them_
     BOOST_TEST(big_queue.clear() == count);
     const std::int64_t after = sched::test::resident_bytes();
     BOOST_TEST(after - before < cost / 4, "still " << after - before << " bytes above");
+}
+
+// ----- Polling for the head (set_spin) ----------------------------------------------------------
+
+namespace {
+
+using silent_queue = sched::basic_delayed_work_queue<sched::test::silent_clock>;
+using silent_task = sched::test::basic_test_task<sched::test::silent_clock>;
+using silent_time = sched::test::silent_clock::time_point;
+
+int id_of(silent_queue::node* n)
+{
+    return n == nullptr ? -1 : static_cast<silent_task*>(n)->id;
+}
+
+// An external leader of every task, recording the wake times the queue asks of it.
+struct silent_leader final : silent_queue::external_leader
+{
+    std::vector<silent_time> wakes;
+
+    bool lead_until(silent_time due, silent_time) noexcept override
+    {
+        wakes.push_back(due);
+        return true;
+    }
+    void step_down() noexcept override {}
+};
+
+silent_leader* current_silent_leader = nullptr;
+
+silent_queue::external_leader* silent_leader_of(silent_queue::node&) noexcept
+{
+    return current_silent_leader;
+}
+
+// A queue on a clock that moves without telling it: a taker that sleeps does not see the clock
+// move (it sleeps for the real time left), one that polls does.
+struct silent_queue_fixture : sched::test::manual_clock_fixture
+{
+    std::deque<silent_task> storage;
+    silent_queue queue;
+
+    silent_task& make(int id) { return storage.emplace_back(id); }
+
+    static silent_time at(std::chrono::nanoseconds since_epoch) { return silent_time(since_epoch); }
+};
+
+// The leader outlives the queue, which tells it to step down as it goes.
+struct silent_leader_holder
+{
+    silent_leader leader;
+};
+
+struct silent_led_queue_fixture : silent_leader_holder, silent_queue_fixture
+{
+    silent_led_queue_fixture()
+    {
+        current_silent_leader = &leader;
+        queue.set_leader_finder(&silent_leader_of, 1s);
+    }
+    ~silent_led_queue_fixture() { current_silent_leader = nullptr; }
+
+    silent_queue::node* take(silent_queue::led_poll& poll)
+    {
+        return queue.take_led(
+            leader, [](silent_queue::node&) noexcept {}, &poll);
+    }
+};
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_polls_for_the_head_and_takes_it_when_due_not_before,
+                        silent_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.set_spin(20s);
+    queue.push(make(1), at(10s)); // within the spin: the taker polls from the start
+    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    manual_clock::advance(10s - 1ns);
+    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready)); // not before it is due
+    manual_clock::advance(1ns);
+    // A taker asleep would sleep for the 10 s of real time it saw left; a poller sees the clock.
+    BOOST_TEST_REQUIRE((taker.wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,
+                        silent_led_queue_fixture)
+{
+    queue.set_spin(500ms);
+    queue.set_slack(250ms); // not used with a spin
+    queue.push(make(1), at(10s));
+    BOOST_TEST((leader.wakes == std::vector<silent_time>{at(9500ms)}));
+    // Woken too early for the spin: nothing to poll for, and it is asked again.
+    manual_clock::advance(9s);
+    silent_queue::led_poll poll;
+    BOOST_TEST(take(poll) == nullptr);
+    BOOST_TEST(!poll.polling);
+    BOOST_TEST(leader.wakes.size() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(with_a_spin_one_thread_of_the_external_leader_polls_for_its_head,
+                        silent_led_queue_fixture)
+{
+    queue.set_spin(500ms);
+    queue.push(make(1), at(10s));
+    queue.push(make(2), at(10s) + 1ms);
+    manual_clock::advance(9600ms);
+    silent_queue::led_poll first;
+    BOOST_TEST(take(first) == nullptr);
+    BOOST_TEST(first.polling);
+    BOOST_TEST(first.until == at(10s));
+    silent_queue::led_poll second; // another thread of the leader's, woken meanwhile
+    BOOST_TEST(take(second) == nullptr);
+    BOOST_TEST(!second.polling);
+    BOOST_TEST(leader.wakes.size() == 1u); // the poller has the head: nobody is asked again
+    // Due: the poller takes it, and polls on for the next head.
+    manual_clock::advance(400ms);
+    BOOST_TEST(id_of(take(first)) == 1);
+    BOOST_TEST(take(first) == nullptr);
+    BOOST_TEST(first.polling);
+    BOOST_TEST(first.until == at(10s) + 1ms);
+    manual_clock::advance(1ms);
+    BOOST_TEST(id_of(take(first)) == 2);
+    // Nothing left: it stops polling, and the next head's poller may be another thread.
+    BOOST_TEST(take(first) == nullptr);
+    BOOST_TEST(!first.polling);
+    queue.push(make(3), at(10200ms));
+    silent_queue::led_poll third;
+    BOOST_TEST(take(third) == nullptr);
+    BOOST_TEST(third.polling);
+    BOOST_TEST(third.until == at(10200ms));
+}
+
+BOOST_FIXTURE_TEST_CASE(without_a_poll_an_external_leader_is_asked_again_within_the_spin,
+                        silent_led_queue_fixture)
+{
+    queue.set_spin(500ms);
+    queue.push(make(1), at(10s));
+    manual_clock::advance(9600ms);
+    BOOST_TEST(queue.take_led(leader, [](silent_queue::node&) noexcept {}) == nullptr);
+    BOOST_TEST(leader.wakes.size() == 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -164,6 +165,33 @@ void check_a_wait_armed_after_a_cancelled_one(clock_type::duration cancelled_in,
 }
 
 } // namespace
+
+// A one-worker pool whose worker is taken until the test ends, and whose waits' io_contexts
+// poll the clock for them from `spin` before they are due (pool_options::spin_before_due).
+struct busy_spinning_pool
+{
+    std::promise<void> started;
+    std::promise<void> release;
+    sched::scheduled_thread_pool pool;
+
+    explicit busy_spinning_pool(std::chrono::nanoseconds spin) : pool(options(spin))
+    {
+        pool.execute([&] {
+            started.set_value();
+            release.get_future().wait();
+        });
+        started.get_future().wait();
+    }
+    ~busy_spinning_pool() { release.set_value(); }
+
+    static sched::pool_options options(std::chrono::nanoseconds spin)
+    {
+        sched::pool_options o;
+        o.threads = 1;
+        o.spin_before_due = spin;
+        return o;
+    }
+};
 
 BOOST_AUTO_TEST_SUITE(test_io_alarm)
 
@@ -456,6 +484,103 @@ BOOST_AUTO_TEST_CASE(ticks_of_two_io_contexts_and_pool_work_share_a_pool_without
     BOOST_TEST(overlapping.load() == 0);
     BOOST_TEST(not_aborted.load() == 0);
     check_pool_work_ran(pool, work);
+}
+
+// Waits 10 µs apart, three at a time, on an io_context run by two threads that poll for them:
+// each completes once, none before it is due.
+BOOST_AUTO_TEST_CASE(with_a_spin_waits_complete_once_each_and_none_before_it_is_due,
+                     *boost::unit_test::timeout(120))
+{
+    busy_spinning_pool busy(2ms);
+    boost::asio::io_context io(2);
+    sched::scheduler scheduler(io, busy.pool);
+    constexpr std::size_t count = 600;
+    std::vector<std::atomic<int>> completions(count);
+    std::atomic<int> early{0};
+    std::atomic<int> failed{0};
+    const clock_type::time_point start = clock_type::now() + 20ms;
+    for (std::size_t i = 0; i < count; ++i)
+    {
+        const clock_type::time_point due = start + (i / 3) * 10us;
+        scheduler.async_wait(due, [&, i, due](error_code ec) {
+            if (clock_type::now() < due)
+                early.fetch_add(1);
+            if (ec)
+                failed.fetch_add(1);
+            completions[i].fetch_add(1);
+        });
+    }
+    std::thread second([&] { io.run_for(60s); });
+    io.run_for(60s);
+    second.join();
+    BOOST_TEST(io.stopped()); // out of work, not out of time
+    for (const auto& c : completions)
+        BOOST_TEST(c.load() == 1);
+    BOOST_TEST(early.load() == 0);
+    BOOST_TEST(failed.load() == 0);
+}
+
+// The wait is due in 300 ms and polled for from the start (a spin of a minute): the io_context's
+// one thread still runs a chain of other handlers meanwhile, one after each turn of polling.
+BOOST_AUTO_TEST_CASE(a_thread_polling_for_a_wait_runs_other_handlers_between_turns,
+                     *boost::unit_test::timeout(120))
+{
+    busy_spinning_pool busy(1min);
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, busy.pool);
+    const clock_type::time_point due = clock_type::now() + 300ms;
+    std::atomic<bool> completed{false};
+    std::optional<error_code> result;
+    clock_type::time_point completed_at{};
+    scheduler.async_wait(due, [&](error_code ec) {
+        completed_at = clock_type::now();
+        result = ec;
+        completed.store(true);
+    });
+    // Each link posts the next until the wait has completed.
+    std::size_t links = 0;
+    std::function<void()> link = [&] {
+        ++links;
+        if (!completed.load())
+            boost::asio::post(io, link);
+    };
+    boost::asio::post(io, link);
+    io.run_for(60s);
+    BOOST_TEST_REQUIRE(io.stopped());
+    BOOST_TEST((result == error_code()));
+    BOOST_TEST((completed_at >= due));
+    // One link per turn of 10 µs would be thousands in 300 ms; a thread held until the wait was
+    // due would run one or two.
+    BOOST_TEST(links > 20u);
+}
+
+// Cancelling the one wait a thread polls for (due in 40 s, polled for from the start) ends the
+// polling: run() returns.
+BOOST_AUTO_TEST_CASE(cancelling_the_wait_a_thread_polls_for_ends_the_polling,
+                     *boost::unit_test::timeout(120))
+{
+    busy_spinning_pool busy(1min);
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, busy.pool);
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    scheduler.async_wait(
+        clock_type::now() + 40s,
+        boost::asio::bind_cancellation_slot(signal.slot(), [&](error_code ec) { result = ec; }));
+    // The alarm is asked to wake at once. A chain of handlers gives its wake-up 50 ms to come
+    // (the reactor runs between them), and then cancels the wait, which a thread then polls for.
+    const clock_type::time_point start = clock_type::now();
+    std::function<void()> link = [&] {
+        if (clock_type::now() - start < 50ms)
+            boost::asio::post(io, link);
+        else
+            signal.emit(boost::asio::cancellation_type::terminal);
+    };
+    boost::asio::post(io, link);
+    io.run_for(60s);
+    BOOST_TEST((clock_type::now() - start < 20s)); // not held until the minute's limit
+    BOOST_TEST(io.stopped());
+    BOOST_TEST((result == boost::asio::error::operation_aborted));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

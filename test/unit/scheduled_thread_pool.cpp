@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -510,6 +511,46 @@ BOOST_AUTO_TEST_CASE(a_zero_timer_slack_wakes_on_time, *boost::unit_test::timeou
         woke_in_time = !outcome.coalesced;
     }
     BOOST_TEST(woke_in_time);
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_spin_before_due_throws_invalid_argument)
+{
+    sched::pool_options options;
+    options.spin_before_due = -1ns;
+    BOOST_CHECK_THROW(manual_pool pool(options), std::invalid_argument);
+}
+
+// Real clock. Workers that poll the clock for their heads (the queue's tests show that they
+// poll) run every task once, and none before it is due: tasks 10 µs apart, so that a worker
+// polls from one to the next, several sharing a due time.
+BOOST_AUTO_TEST_CASE(with_a_spin_every_task_runs_once_and_none_before_it_is_due,
+                     *boost::unit_test::timeout(60))
+{
+    sched::pool_options options;
+    options.threads = 2;
+    options.spin_before_due = 2ms;
+    sched::scheduled_thread_pool pool(options);
+    constexpr std::size_t count = 400;
+    std::vector<std::atomic<int>> runs(count);
+    std::vector<sched::scheduled_future<bool>> on_time;
+    const steady::time_point start = steady::now() + 20ms;
+    for (std::size_t i = 0; i < count; ++i)
+    {
+        const steady::time_point due = start + (i / 4) * 10us;
+        on_time.push_back(pool.schedule_at(due, [due, run = &runs[i]] {
+            ++*run;
+            return steady::now() >= due;
+        }));
+    }
+    for (auto& f : on_time)
+    {
+        BOOST_TEST_REQUIRE((f.wait_for(1min) == std::future_status::ready));
+        BOOST_TEST(f.get());
+    }
+    pool.shutdown();
+    BOOST_TEST_REQUIRE(pool.await_termination(1min));
+    for (const auto& r : runs)
+        BOOST_TEST(r.load() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(workers_carry_the_configured_names, *boost::unit_test::timeout(60))

@@ -8,6 +8,7 @@
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/completion_queue.hpp>
 #include <sched/detail/pool_access.hpp>
+#include <sched/detail/spin_wait.hpp>
 #include <sched/detail/task.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
@@ -44,6 +45,10 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // When the first fires, the io_context's reactor sets its clock for the second at once, and what
 // the first then waits for is often not the reactor's earliest: it costs no system call.
 //
+// With the pool's spin_before_due, a timer wakes that long before the head is due, and the
+// thread that wakes polls the clock for it (one thread at a time), in turns of a few microseconds
+// posted one after the other, so that the io_context's other handlers run between them.
+//
 // Setting a timer for a new earliest time costs the reactor a system call, so the alarm keeps a
 // timer that would wake in time rather than set it again, and when told to step down, it stops
 // its timers only once its io_context gets to a handler it posts for that: an operation armed
@@ -56,6 +61,7 @@ class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
 {
 public:
     using time_point = typename Clock::time_point;
+    using led_poll = typename basic_delayed_work_queue<Clock>::led_poll;
     using completions = completion_queue<scheduler_service<Clock>>;
 
     // `done` takes the completions of the tasks it runs (its service's).
@@ -186,14 +192,53 @@ private:
             fired->armed.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
             if (ec) // moved to another time, or stopped
                 return;
-            // The handlers of the waits it runs run here too, after it, as Asio's timers'
-            // would: no other handler and no other thread has to come first.
-            io_alarm* a = alarm;
-            a->done_->run_here(*a->io_, [a] {
-                a->link_->with_owner([a] { pool_access::run_led(*a->pool_, *a); });
-            });
+            alarm->run();
         }
     };
+
+    // Polls the clock for a head due within the pool's spin_before_due, one turn at a time, so
+    // that the io_context's other handlers run between turns.
+    struct poller
+    {
+        io_alarm* alarm;
+        led_poll poll;
+
+        void operator()() const
+        {
+            (void)spin_until<Clock>(poll.until);
+            alarm->run(poll);
+        }
+    };
+
+    // On a thread of the io_context, once woken: runs the due tasks it leads, and the handlers
+    // of the waits among them after them, as Asio's timers' would (no other handler and no
+    // other thread has to come first). Then, if this thread is to poll the clock for the next
+    // head (see basic_delayed_work_queue::take_led()), goes on polling.
+    void run(led_poll poll = {})
+    {
+        for (;;)
+        {
+            bool polls = false;
+            done_->run_here(*io_, [&] {
+                link_->with_owner([&] {
+                    pool_access::run_led(*pool_, *this, poll);
+                    polls = poll.polling;
+                });
+            });
+            if (!polls)
+                return;
+            try
+            {
+                boost::asio::defer(*io_, poller{this, poll});
+                return;
+            }
+            catch (...) // out of memory: it polls here, without a turn for other handlers
+            {
+                while (spin_until<Clock>(poll.until) < poll.until)
+                {}
+            }
+        }
+    }
 
     // After step_down(), once the io_context runs it: stops the timers, unless the alarm leads
     // again by then.

@@ -59,12 +59,14 @@ struct pool_access
     }
 
     // For an io_context's timer that leads some of the pool's tasks, once it has woken: runs
-    // those that are due on this thread.
+    // those that are due on this thread; `poll` says whether this thread polls the clock for the
+    // next (see basic_delayed_work_queue::take_led()).
     template <class Clock>
     static void run_led(basic_scheduled_thread_pool<Clock>& pool,
-                        typename basic_delayed_work_queue<Clock>::external_leader& leader)
+                        typename basic_delayed_work_queue<Clock>::external_leader& leader,
+                        typename basic_delayed_work_queue<Clock>::led_poll& poll)
     {
-        pool.run_led(leader);
+        pool.run_led(leader, poll);
     }
 
     // Calls f() under the queue's lock and makes sure `leader` no longer leads.

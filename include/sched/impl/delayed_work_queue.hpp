@@ -3,6 +3,8 @@
 
 #include <sched/delayed_work_queue.hpp>
 
+#include <sched/detail/spin_wait.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -444,17 +446,36 @@ bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noe
 
 template <class Clock>
 template <class OnTake>
-auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader, OnTake on_take) noexcept
-    -> node*
+auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
+                                               OnTake on_take,
+                                               led_poll* poll) noexcept -> node*
 {
     std::lock_guard lock(mutex_);
-    if (!heap_.empty() && is_due(heap_.front().due, Clock::now()) &&
-        leader_of(heap_.front()) == &leader)
+    const bool was_polling = poll && poll->polling && polling_ == &leader;
+    if (poll)
+        *poll = led_poll{};
+    const time_point now = Clock::now();
+    const bool leads_head = !heap_.empty() && leader_of(heap_.front()) == &leader;
+    if (leads_head && is_due(heap_.front().due, now))
     {
         node* const taken = heap_.pop_front();
         on_take(*taken);
+        if (poll)
+            poll->polling = was_polling;
         return taken;
     }
+    if (poll && leads_head && external_ == &leader && polls(now))
+    {
+        // It keeps the lead; one thread of it polls.
+        if (was_polling || polling_ != &leader)
+        {
+            polling_ = &leader;
+            *poll = led_poll{true, heap_.front().due};
+        }
+        return nullptr;
+    }
+    if (was_polling)
+        polling_ = nullptr;
     if (external_ == &leader)
     {
         external_due_ = time_point::max(); // it has woken: whatever it slept for
@@ -469,6 +490,8 @@ void basic_delayed_work_queue<Clock>::dismiss(external_leader& leader, F f) noex
 {
     std::lock_guard lock(mutex_);
     f();
+    if (polling_ == &leader)
+        polling_ = nullptr;
     if (external_ == &leader)
     {
         external_due_ = time_point::max(); // asked again, it may refuse
@@ -711,7 +734,17 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         else
         {
             leader_ = self;
-            wait_until(lock, std::min(deadline, wake_time(heap_.front().due)));
+            if (polls(now))
+            {
+                // Not asleep: a new earlier head wakes a follower, if any, to lead it (a thread
+                // polling alone sees it after this turn).
+                const time_point due = std::min(deadline, heap_.front().due);
+                lock.unlock();
+                (void)detail::spin_until<Clock>(due);
+                lock.lock();
+            }
+            else
+                wait_until(lock, std::min(deadline, wake_time(heap_.front().due)));
             if (leader_ == self)
                 leader_ = nullptr;
         }

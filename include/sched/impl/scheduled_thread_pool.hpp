@@ -59,6 +59,9 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     if (options_.timer_slack < std::chrono::nanoseconds::zero())
         throw std::invalid_argument("scheduled_thread_pool: negative timer_slack");
     queue_.set_slack(detail::saturating_cast<duration>(options_.timer_slack));
+    if (options_.spin_before_due < std::chrono::nanoseconds::zero())
+        throw std::invalid_argument("scheduled_thread_pool: negative spin_before_due");
+    queue_.set_spin(detail::saturating_cast<duration>(options_.spin_before_due));
     if (options_.far_tier_horizon < std::chrono::nanoseconds::zero())
         throw std::invalid_argument("scheduled_thread_pool: negative far_tier_horizon");
     queue_.set_far_tier(detail::saturating_cast<duration>(options_.far_tier_horizon),
@@ -424,12 +427,13 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader)
+void basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader,
+                                                 typename queue_type::led_poll& poll)
 {
     const auto count_taken = [this](typename queue_type::node&) noexcept {
         take_pending();
     };
-    while (typename queue_type::node* n = queue_.take_led(leader, count_taken))
+    while (typename queue_type::node* n = queue_.take_led(leader, count_taken, &poll))
     {
         if (run(task_ptr(&as_task(*n), false), std::stop_token()))
             finish_pending();
