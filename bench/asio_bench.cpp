@@ -77,6 +77,9 @@
 //           one wake-up take every timer that falls due meanwhile), and the handler runs there
 //           (the workers sleep).
 //   sched_no_slack  The same, with pool_options::timer_slack = 0 (wake on time).
+//   sched_spin  The same, with pool_options::spin_before_due = --spin_us (200 µs): the timer
+//           wakes that long before the head is due, and one io thread polls the clock for it,
+//           in turns of 10 µs between other handlers; counter spin_us.
 //   asio    steady_timer per timer, expires_at(due), async_wait(handler) (the io threads only,
 //           woken by the reactor's timerfd).
 //   The handler reads steady_clock::now() first thing. Counters: p50_us, p99_us, p999_us,
@@ -132,6 +135,9 @@ std::int64_t chunk_ops = 256;
 // W3 writes each contestant's lateness CDF here (w3_sched.dat, w3_asio.dat) when not empty:
 // --lateness_out.
 std::string lateness_out;
+
+// W3_lateness/sched_spin's pool_options::spin_before_due (--spin_us).
+std::chrono::microseconds spin{0};
 
 // ----- handlers that count
 // ------------------------------------------------------------------------
@@ -793,14 +799,16 @@ enum w3_contestant : std::int64_t
     w3_asio = 0,
     w3_sched = 1,
     w3_sched_no_slack = 2,
+    w3_sched_spin = 3,
 };
 
 // The contestant's CDF file name, without the extension.
 const char* w3_name(std::int64_t contestant)
 {
-    return contestant == w3_asio    ? "w3_asio"
-           : contestant == w3_sched ? "w3_sched"
-                                    : "w3_sched_no_slack";
+    return contestant == w3_asio             ? "w3_asio"
+           : contestant == w3_sched          ? "w3_sched"
+           : contestant == w3_sched_no_slack ? "w3_sched_no_slack"
+                                             : "w3_sched_spin";
 }
 
 // range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = a w3_contestant.
@@ -815,6 +823,8 @@ void w3_lateness(benchmark::State& state)
     options.threads = threads;
     if (contestant == w3_sched_no_slack)
         options.timer_slack = 0ns;
+    if (contestant == w3_sched_spin)
+        options.spin_before_due = spin;
     // Arming takes a few hundred ms on this machine (up to 400 for steady_timer): every timer is
     // armed before the first is due, or lateness would measure the arming.
     constexpr auto lead = 1000ms;
@@ -870,6 +880,8 @@ void w3_lateness(benchmark::State& state)
         state.counters["early"] = static_cast<double>(early);
         state.counters["errors"] = static_cast<double>(run.errors.load());
         state.counters["arm_ms"] = std::chrono::duration<double, std::milli>(arm_time).count();
+        state.counters["spin_us"] =
+            std::chrono::duration<double, std::micro>(options.spin_before_due).count();
         if (!lateness_out.empty() &&
             !bench::write_cdf(lateness_out + "/" + w3_name(contestant) + ".dat", sorted))
             state.SkipWithError("W3: cannot write the lateness CDF to --lateness_out");
@@ -896,6 +908,7 @@ int main(int argc, char** argv)
         {"window_ms", "2000", "W3 window over which the timers fall due, in ms"},
         {"threads", "2", "W3 threads running the io_context (and the pool's workers)"},
         {"lateness_out", "", "W3: a folder to write each contestant's lateness CDF into"},
+        {"spin_us", "200", "W3_lateness/sched_spin's pool_options::spin_before_due, in µs"},
     });
     flags.parse(argc, argv);
     const std::int64_t p = flags.size("p");
@@ -908,6 +921,7 @@ int main(int argc, char** argv)
     const std::int64_t threads = flags.size("threads");
     chunk_ops = flags.size("chunk");
     lateness_out = flags.text("lateness_out");
+    spin = std::chrono::microseconds(flags.size("spin_us"));
 
     benchmark::RegisterBenchmark("W1_churn_asio_front", w1_churn)
         ->Args({p, m, rounds, sizeof(counted_handler)})
@@ -932,6 +946,7 @@ int main(int argc, char** argv)
     for (const auto& [name, contestant] :
          std::array{std::pair{"W3_lateness/sched", w3_sched},
                     std::pair{"W3_lateness/sched_no_slack", w3_sched_no_slack},
+                    std::pair{"W3_lateness/sched_spin", w3_sched_spin},
                     std::pair{"W3_lateness/asio", w3_asio}})
     {
         benchmark::RegisterBenchmark(name, w3_lateness)
