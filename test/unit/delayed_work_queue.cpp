@@ -19,12 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
+using sched::test::blocking_call;
 using sched::test::id_of;
 using sched::test::test_task;
 
@@ -442,11 +444,15 @@ BOOST_AUTO_TEST_CASE(take_blocks_until_the_head_is_due, *boost::unit_test::timeo
     auto& late = make(1);
     auto& early = make(2);
     queue.push(late, 10s);
-    auto first = std::async(std::launch::async, [&] { return id_of(queue.take()); });
-    manual_clock::advance(5s); // not due yet: the taker keeps waiting...
-    queue.push(early, 0s);     // ...so it gets this new, due head
+    blocking_call first([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(first.wait_until_blocked());
+    const std::uint64_t sleeps = first.sleeps();
+    manual_clock::advance(5s); // not due yet: the taker wakes and waits again...
+    BOOST_TEST_REQUIRE(first.wait_until_blocked(sleeps));
+    queue.push(early, 0s); // ...so it gets this new, due head
     BOOST_TEST(first.get() == 2);
-    auto second = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    blocking_call second([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(second.wait_until_blocked());
     manual_clock::advance(5s);
     BOOST_TEST(second.get() == 1);
 }
@@ -456,7 +462,8 @@ BOOST_AUTO_TEST_CASE(take_returns_nothing_when_stop_is_requested, *boost::unit_t
     auto& a = make(1);
     queue.push(a, 10s);
     std::stop_source stop;
-    auto taker = std::async(std::launch::async, [&] { return queue.take(stop.get_token()); });
+    blocking_call taker([&] { return queue.take(stop.get_token()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     stop.request_stop();
     BOOST_TEST(taker.get() == nullptr);
     BOOST_TEST(queue.size() == 1u);
@@ -531,7 +538,8 @@ BOOST_AUTO_TEST_CASE(poll_gives_up_when_the_clock_passes_its_deadline,
     queue.push(a, 10s);
     BOOST_TEST(queue.poll_for(0s) == nullptr); // deadline now: gives up at once
     // The deadline is fixed here, not when the thread starts, so advancing cannot beat it.
-    auto poller = std::async(std::launch::async, [&] { return queue.poll_until(at(5s)); });
+    blocking_call poller([&] { return queue.poll_until(at(5s)); });
+    BOOST_TEST_REQUIRE(poller.wait_until_blocked());
     manual_clock::advance(5s);
     BOOST_TEST(poller.get() == nullptr);
     BOOST_TEST(queue.size() == 1u);
@@ -541,7 +549,8 @@ BOOST_AUTO_TEST_CASE(poll_returns_a_task_due_before_its_deadline, *boost::unit_t
 {
     auto& a = make(1);
     queue.push(a, 3s);
-    auto poller = std::async(std::launch::async, [&] { return id_of(queue.poll_until(at(5s))); });
+    blocking_call poller([&] { return id_of(queue.poll_until(at(5s))); });
+    BOOST_TEST_REQUIRE(poller.wait_until_blocked());
     manual_clock::advance(3s);
     BOOST_TEST(poller.get() == 1);
     BOOST_TEST(queue.poll_until(manual_clock::now()) == nullptr); // empty, deadline now
@@ -583,13 +592,15 @@ BOOST_AUTO_TEST_CASE(clock_advance_wakes_every_waiting_taker, *boost::unit_test:
         tasks.emplace_back(i);
     for (auto& t : tasks)
         queue.push(t, 1s);
-    std::vector<std::future<int>> taken;
+    std::deque<blocking_call<int>> taken;
     for (int i = 0; i < takers; ++i)
-        taken.push_back(std::async(std::launch::async, [&] { return id_of(queue.take()); }));
+        taken.emplace_back([&] { return id_of(queue.take()); });
+    for (auto& taker : taken)
+        BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     manual_clock::advance(1s);
     int sum = 0;
-    for (auto& f : taken)
-        sum += f.get();
+    for (auto& taker : taken)
+        sum += taker.get();
     BOOST_TEST(sum == 0 + 1 + 2 + 3);
 }
 
@@ -762,15 +773,17 @@ BOOST_FIXTURE_TEST_CASE(takers_leave_a_led_head_to_its_leader_until_it_is_overdu
                         *boost::unit_test::timeout(60))
 {
     queue.push(make(1), 10s);
-    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
-    // Due, and the taker wakes: it leaves the head to the leader. (A taker that took it would
-    // be done within the 100 ms given to it.)
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    // Due, and the taker wakes: it leaves the head to the leader, and waits again.
+    std::uint64_t sleeps = taker.sleeps();
     manual_clock::advance(10s);
-    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
     BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
-    queue.push(make(2), 2s);       // due at 12 s
+    queue.push(make(2), 2s); // due at 12 s
+    sleeps = taker.sleeps();
     manual_clock::advance(2500ms); // 500 ms overdue: still the leader's
-    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
     manual_clock::advance(500ms); // overdue by the grace: the leader is held up, the taker takes it
     BOOST_TEST(taker.get() == 2);
 }
@@ -781,9 +794,11 @@ BOOST_FIXTURE_TEST_CASE(with_a_slack_takers_leave_a_led_head_for_the_slack_and_t
 {
     queue.set_slack(500ms); // the leader is asked to wake at 10.5 s; the grace ends at 11.5 s
     queue.push(make(1), 10s);
-    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    const std::uint64_t sleeps = taker.sleeps();
     manual_clock::advance(11400ms); // overdue by more than the grace alone: still the leader's
-    BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready));
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
     manual_clock::advance(100ms); // overdue by the slack and the grace: the taker takes it
     BOOST_TEST(taker.get() == 1);
 }
@@ -794,7 +809,8 @@ BOOST_FIXTURE_TEST_CASE(a_head_its_leader_cannot_wait_for_goes_to_the_takers_whe
 {
     leader.willing = false;
     queue.push(make(1), 10s);
-    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     manual_clock::advance(10s);
     BOOST_TEST(taker.get() == 1);
 }
@@ -804,7 +820,8 @@ BOOST_FIXTURE_TEST_CASE(a_dismissed_leader_leaves_its_head_to_the_takers,
                         *boost::unit_test::timeout(60))
 {
     queue.push(make(1), 10s);
-    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     int called = 0;
     queue.dismiss(leader, [&] {
         ++called;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace std::chrono_literals;
@@ -104,10 +105,12 @@ BOOST_AUTO_TEST_CASE(more_far_tasks_than_a_batch_come_out_at_once, *boost::unit_
 
 BOOST_AUTO_TEST_CASE(a_waiting_taker_gets_a_far_task_when_it_is_due, *boost::unit_test::timeout(60))
 {
-    auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    sched::test::blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked()); // on an empty queue
     queue.push(make(1), 10s);
-    manual_clock::advance(9s);
-    BOOST_TEST((taker.wait_for(50ms) == std::future_status::timeout));
+    const std::uint64_t sleeps = taker.sleeps();
+    manual_clock::advance(9s); // not due: it wakes and waits again
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
     manual_clock::advance(1s);
     BOOST_TEST(taker.get() == 1);
     BOOST_TEST(queue.empty());

@@ -6,6 +6,7 @@
 #include <future>
 #include <stdexcept>
 
+#include "support/blocking_call.hpp"
 #include "support/manual_clock_fixture.hpp"
 #include "support/test_task.hpp"
 
@@ -54,7 +55,8 @@ BOOST_AUTO_TEST_CASE(advance_wakes_a_thread_waiting_on_a_queue, *boost::unit_tes
     sched::basic_delayed_work_queue<manual_clock> queue;
     sched::test::test_task task(7);
     queue.push(task, 1h);
-    auto taker = std::async(std::launch::async, [&] { return sched::test::id_of(queue.take()); });
+    sched::test::blocking_call taker([&] { return sched::test::id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     manual_clock::advance(1h); // no real hour passes
     BOOST_TEST(taker.get() == 7);
 }

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "support/blocking_call.hpp"
 #include "support/counter.hpp"
 #include "support/pool_fixture.hpp"
 
@@ -215,7 +216,8 @@ BOOST_AUTO_TEST_CASE(get_blocks_until_completion_from_another_thread,
                      *boost::unit_test::timeout(60))
 {
     auto f = pool.schedule(5s, [] { return 11; });
-    auto waiter = std::async(std::launch::async, [f] { return f.get(); });
+    sched::test::blocking_call waiter([f] { return f.get(); });
+    BOOST_TEST_REQUIRE(waiter.wait_until_blocked());
     manual_clock::advance(5s);
     BOOST_TEST(waiter.get() == 11);
 }
@@ -223,9 +225,7 @@ BOOST_AUTO_TEST_CASE(get_blocks_until_completion_from_another_thread,
 BOOST_AUTO_TEST_CASE(get_of_a_cancelled_task_wakes_a_blocked_waiter, *boost::unit_test::timeout(60))
 {
     auto f = pool.schedule(5s, [] { return 11; });
-    counter waiting;
-    auto waiter = std::async(std::launch::async, [f, &waiting] {
-        waiting.increment();
+    sched::test::blocking_call waiter([f] {
         try
         {
             (void)f.get();
@@ -236,7 +236,7 @@ BOOST_AUTO_TEST_CASE(get_of_a_cancelled_task_wakes_a_blocked_waiter, *boost::uni
             return std::string("cancelled");
         }
     });
-    BOOST_TEST_REQUIRE(waiting.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(waiter.wait_until_blocked());
     BOOST_TEST(f.cancel());
     BOOST_TEST(waiter.get() == "cancelled");
 }

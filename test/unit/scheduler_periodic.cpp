@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
@@ -376,17 +377,11 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_during_a_tick_ends_the_operation,
         },
         [&invoked, alive = std::move(alive)](std::exception_ptr, std::size_t) { invoked = true; });
     BOOST_TEST_REQUIRE(eventually([&] { return ticking.load(); }));
-    std::atomic<bool> destroyed{false};
-    std::thread destroyer([&] {
-        io.reset();
-        destroyed = true;
-    });
-    // Time for the destruction to reach the operation first (the test passes either way; this
-    // way it shows the failure it is for).
-    std::this_thread::sleep_for(20ms);
+    // The destruction waits for the running tick.
+    sched::test::blocking_call destroyer([&] { io.reset(); });
+    BOOST_TEST(destroyer.wait_until_blocked());
     go_on = true;
-    BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
-    destroyer.join();
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(1min) == std::future_status::ready));
     BOOST_TEST(watch.expired());
     BOOST_TEST(!invoked);
     BOOST_TEST(pool.queue().empty());
@@ -413,15 +408,11 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_
     // The worker has posted the first tick to ticks_io, which has not run it.
     BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
     sched::test::pool_fixture::settle(pool);
-    std::atomic<bool> destroyed{false};
-    std::thread destroyer([&] {
-        io.reset();
-        destroyed = true;
-    });
-    std::this_thread::sleep_for(20ms); // as above: the destruction begins first
+    // The destruction waits for the tick to come back.
+    sched::test::blocking_call destroyer([&] { io.reset(); });
+    BOOST_TEST(destroyer.wait_until_blocked());
     BOOST_TEST(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
-    BOOST_TEST_REQUIRE(eventually([&] { return destroyed.load(); }));
-    destroyer.join();
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(1min) == std::future_status::ready));
     BOOST_TEST(ticks.value() == 1);
     BOOST_TEST(watch.expired());
     BOOST_TEST(pool.queue().empty());

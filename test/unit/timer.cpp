@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
@@ -297,22 +298,20 @@ BOOST_AUTO_TEST_CASE(a_second_cancel_meanwhile_also_returns_once_the_run_has_fin
     manual_timer timer;
     timer.schedule(running, 0s);
     BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
-    std::atomic<int> calling{0};
     std::atomic<int> returned_early{0};
     const auto cancel = [&] {
-        ++calling;
         timer.cancel();
         if (!finished)
             ++returned_early;
     };
-    std::thread first(cancel);
-    std::thread second(cancel);
-    BOOST_TEST(sched::test::eventually([&] { return calling == 2; }));
-    // Time for a cancel that would not wait to return (a correct one waits for the release).
-    std::this_thread::sleep_for(50ms);
+    // Both block until the running task ends (a cancel that did not wait would return).
+    sched::test::blocking_call first(cancel);
+    sched::test::blocking_call second(cancel);
+    BOOST_TEST(first.wait_until_blocked());
+    BOOST_TEST(second.wait_until_blocked());
     release.set_value();
-    first.join();
-    second.join();
+    first.get();
+    second.get();
     BOOST_TEST(returned_early == 0);
 }
 
@@ -501,7 +500,13 @@ BOOST_AUTO_TEST_CASE(fixed_rate_from_a_wall_clock_time_in_the_past_makes_up_the_
     // Ten periods ago and a little more (the wall clock moves on while this runs): ten runs
     // missed, and the one due now, all at once.
     timer.schedule_at_fixed_rate(task, std::chrono::system_clock::now() - 100s, 10s);
-    BOOST_TEST(ran.wait_for_at_least(11)); // without the clock moving
+    BOOST_TEST_REQUIRE(ran.wait_for_at_least(11)); // without the clock moving
+    // And no more: the next run is due a period on. A task due now runs after every run due
+    // before it.
+    sentinel after;
+    timer.schedule(after.task, 0s);
+    BOOST_TEST_REQUIRE(after.ran.wait_for_at_least(1));
+    BOOST_TEST(ran.value() == 11);
 }
 
 BOOST_AUTO_TEST_CASE(a_wall_clock_time_long_past_runs_at_once_and_the_latest_does_not_overflow)
