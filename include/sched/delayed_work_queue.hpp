@@ -332,8 +332,9 @@ public:
     template <class OnTake>
     node* take_led(external_leader& leader, OnTake on_take, led_poll* poll = nullptr) noexcept;
 
-    /// Calls @p f() under the queue's lock, then finds the head another leader if @p leader
-    /// led it: for a leader that is going away (f marks it so that it refuses to lead).
+    /// Calls @p f() under the queue's lock, then, if @p leader led the head or polled for it,
+    /// finds the head its leader again: for a leader that is going away (f marks it so that it
+    /// refuses to lead), or one whose polling thread cannot go on (it may be asked again).
     template <class F>
     void dismiss(external_leader& leader, F f) noexcept;
 
@@ -519,11 +520,12 @@ private:
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
     // When whoever leads a task due at `due` wakes for it (a waiting thread, or an external
-    // leader asked to): with a spin, the spin before it is due (then it polls until it is due);
+    // leader asked to): with a spin, the spin before it is due (then it polls until it is due),
+    // unless it is not `polled` (the far tier's marker: its move keeps nobody waiting);
     // otherwise the slack after it.
-    time_point wake_time(time_point due) const noexcept
+    time_point wake_time(time_point due, bool polled = true) const noexcept
     {
-        if (spin_ == duration::zero())
+        if (spin_ == duration::zero() || !polled)
             return detail::saturating_add(due, slack_);
         if (due == time_point::max())
             return due;
@@ -533,7 +535,8 @@ private:
     // polls the clock until the head is due rather than sleep again.
     bool polls(time_point now) const noexcept
     {
-        return spin_ != duration::zero() && !heap_.empty() && now >= wake_time(heap_.front().due);
+        return spin_ != duration::zero() && !heap_.empty() && heap_.front().task != &marker_ &&
+               now >= wake_time(heap_.front().due);
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
     // grace after it is due and its leader was asked to wake.

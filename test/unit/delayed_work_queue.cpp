@@ -948,6 +948,21 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_polls_for_the_head_and_takes_it_when
     BOOST_TEST(taker.get() == 1);
 }
 
+BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_sleeps_until_the_far_tiers_move_is_due,
+                        silent_queue_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    queue.set_spin(20s);
+    queue.set_far_tier(50ms, 2);
+    queue.push(make(1), at(10s)); // far: the main heap holds only the far tier's marker
+    std::stop_source stop;
+    blocking_call taker([&] { return id_of(queue.take(stop.get_token())); });
+    // Moving far tasks keeps no task waiting: no thread polls for it (it would never sleep).
+    BOOST_TEST(taker.wait_until_blocked());
+    stop.request_stop();
+    BOOST_TEST(taker.get() == -1);
+}
+
 BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,
                         silent_led_queue_fixture)
 {
@@ -994,6 +1009,25 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_one_thread_of_the_external_leader_polls_for_
     BOOST_TEST(take(third) == nullptr);
     BOOST_TEST(third.polling);
     BOOST_TEST(third.until == at(10200ms));
+}
+
+BOOST_FIXTURE_TEST_CASE(dismissing_a_leader_whose_thread_polls_asks_it_again_and_frees_the_poll,
+                        silent_led_queue_fixture)
+{
+    queue.set_spin(500ms);
+    queue.push(make(1), at(10s));
+    manual_clock::advance(9600ms);
+    silent_queue::led_poll first;
+    BOOST_TEST(take(first) == nullptr);
+    BOOST_TEST_REQUIRE(first.polling);
+    // Its polling thread cannot go on (out of memory): the leader is asked to wake again, and
+    // the thread that then wakes polls.
+    queue.dismiss(leader, [] {});
+    BOOST_TEST(leader.wakes.size() == 2u);
+    silent_queue::led_poll next;
+    BOOST_TEST(take(next) == nullptr);
+    BOOST_TEST(next.polling);
+    BOOST_TEST(next.until == at(10s));
 }
 
 BOOST_FIXTURE_TEST_CASE(without_a_poll_an_external_leader_is_asked_again_within_the_spin,

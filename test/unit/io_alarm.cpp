@@ -2,7 +2,9 @@
 // io_context, are waited for by that io_context (detail::io_alarm), not by the pool's workers.
 // These tests run on the real clock: they assert what can only happen that way (a wait
 // completing while every worker is busy), never how long anything takes, except with margins of
-// tens of seconds.
+// seconds. The tests of polling (pool_options::spin_before_due) run on silent_clock, which the
+// test moves: a thread that polls sees it move at once, one asleep only after the real time it
+// saw left.
 
 #include <sched/deadline.hpp>
 #include <sched/error.hpp>
@@ -24,9 +26,14 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "support/manual_clock_fixture.hpp"
+#include "support/silent_clock.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 
@@ -190,6 +197,44 @@ struct busy_spinning_pool
         o.threads = 1;
         o.spin_before_due = spin;
         return o;
+    }
+};
+
+// A one-worker pool on a clock the test moves without telling anyone (silent_clock), whose worker
+// is taken until the test ends and whose waits are polled for from 20 s before they are due (so
+// waits due within 20 s from the start are polled for at once), with a scheduler on an
+// io_context.
+struct silent_spinning_fixture : sched::test::manual_clock_fixture
+{
+    using pool_type = sched::basic_scheduled_thread_pool<sched::test::silent_clock>;
+
+    std::promise<void> started;
+    std::promise<void> release;
+    pool_type pool{options()};
+    boost::asio::io_context io;
+    sched::basic_scheduler<sched::test::silent_clock> scheduler{io, pool};
+
+    silent_spinning_fixture()
+    {
+        pool.execute([&] {
+            started.set_value();
+            release.get_future().wait();
+        });
+        started.get_future().wait();
+    }
+    ~silent_spinning_fixture() { release.set_value(); }
+
+    static sched::pool_options options()
+    {
+        sched::pool_options o;
+        o.threads = 1;
+        o.spin_before_due = 20s;
+        return o;
+    }
+
+    static sched::test::silent_clock::time_point at(std::chrono::nanoseconds since_epoch)
+    {
+        return sched::test::silent_clock::time_point(since_epoch);
     }
 };
 
@@ -520,67 +565,90 @@ BOOST_AUTO_TEST_CASE(with_a_spin_waits_complete_once_each_and_none_before_it_is_
     BOOST_TEST(failed.load() == 0);
 }
 
-// The wait is due in 300 ms and polled for from the start (a spin of a minute): the io_context's
-// one thread still runs a chain of other handlers meanwhile, one after each turn of polling.
-BOOST_AUTO_TEST_CASE(a_thread_polling_for_a_wait_runs_other_handlers_between_turns,
-                     *boost::unit_test::timeout(120))
+// The io_context polls for a wait on a clock that moves without telling anyone: an alarm asleep
+// would sleep for the 10 s of real time it saw left, one that polls sees the clock move. Other
+// handlers run between its turns.
+BOOST_FIXTURE_TEST_CASE(an_io_context_thread_polls_for_a_wait_and_runs_other_handlers_meanwhile,
+                        silent_spinning_fixture,
+                        *boost::unit_test::timeout(120))
 {
-    busy_spinning_pool busy(1min);
-    boost::asio::io_context io;
-    sched::scheduler scheduler(io, busy.pool);
-    const clock_type::time_point due = clock_type::now() + 300ms;
+    std::promise<error_code> result;
     std::atomic<bool> completed{false};
-    std::optional<error_code> result;
-    clock_type::time_point completed_at{};
-    scheduler.async_wait(due, [&](error_code ec) {
-        completed_at = clock_type::now();
-        result = ec;
-        completed.store(true);
+    scheduler.async_wait(at(10s), [&](error_code ec) {
+        completed = true;
+        result.set_value(ec);
     });
     // Each link posts the next until the wait has completed.
-    std::size_t links = 0;
+    std::atomic<std::size_t> links{0};
     std::function<void()> link = [&] {
-        ++links;
+        links.fetch_add(1);
         if (!completed.load())
             boost::asio::post(io, link);
     };
     boost::asio::post(io, link);
-    io.run_for(60s);
-    BOOST_TEST_REQUIRE(io.stopped());
-    BOOST_TEST((result == error_code()));
-    BOOST_TEST((completed_at >= due));
-    // One link per turn of 10 µs would be thousands in 300 ms; a thread held until the wait was
-    // due would run one or two.
-    BOOST_TEST(links > 20u);
+    std::thread runner([this] { io.run_for(60s); });
+    BOOST_TEST(sched::test::eventually([&] { return links.load() > 1000; }));
+    sched::manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE((result.get_future().wait_for(5s) == std::future_status::ready));
+    runner.join();
+    BOOST_TEST(io.stopped()); // out of work: the polling ended with the wait
 }
 
-// Cancelling the one wait a thread polls for (due in 40 s, polled for from the start) ends the
-// polling: run() returns.
-BOOST_AUTO_TEST_CASE(cancelling_the_wait_a_thread_polls_for_ends_the_polling,
-                     *boost::unit_test::timeout(120))
+// The first wait shows that the io_context polls (it completes as soon as the clock moves), and
+// it cancels the second, which the thread then polls for: that ends the polling, and run()
+// returns.
+BOOST_FIXTURE_TEST_CASE(cancelling_the_wait_a_thread_polls_for_ends_the_polling,
+                        silent_spinning_fixture,
+                        *boost::unit_test::timeout(120))
 {
-    busy_spinning_pool busy(1min);
-    boost::asio::io_context io;
-    sched::scheduler scheduler(io, busy.pool);
     boost::asio::cancellation_signal signal;
-    std::optional<error_code> result;
-    scheduler.async_wait(
-        clock_type::now() + 40s,
-        boost::asio::bind_cancellation_slot(signal.slot(), [&](error_code ec) { result = ec; }));
-    // The alarm is asked to wake at once. A chain of handlers gives its wake-up 50 ms to come
-    // (the reactor runs between them), and then cancels the wait, which a thread then polls for.
-    const clock_type::time_point start = clock_type::now();
-    std::function<void()> link = [&] {
-        if (clock_type::now() - start < 50ms)
-            boost::asio::post(io, link);
-        else
-            signal.emit(boost::asio::cancellation_type::terminal);
-    };
-    boost::asio::post(io, link);
-    io.run_for(60s);
-    BOOST_TEST((clock_type::now() - start < 20s)); // not held until the minute's limit
+    std::promise<void> first;
+    std::optional<error_code> second;
+    scheduler.async_wait(at(5s), [&](error_code) {
+        signal.emit(boost::asio::cancellation_type::terminal);
+        first.set_value();
+    });
+    scheduler.async_wait(at(10s), boost::asio::bind_cancellation_slot(
+                                      signal.slot(), [&](error_code ec) { second = ec; }));
+    std::thread runner([this] { io.run_for(60s); });
+    sched::manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE((first.get_future().wait_for(5s) == std::future_status::ready));
+    runner.join(); // within a minute: a thread polling on would keep it for the whole minute
     BOOST_TEST(io.stopped());
-    BOOST_TEST((result == boost::asio::error::operation_aborted));
+    BOOST_TEST((second == boost::asio::error::operation_aborted));
+}
+
+// A handler that throws out of run() while its thread polls for the next wait: the polling goes
+// on (the io_context is run again), and the next wait completes when the clock gets there.
+BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_while_its_thread_polls_leaves_the_polling_on,
+                        silent_spinning_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    std::promise<error_code> second;
+    scheduler.async_wait(at(5s), [](error_code) { throw std::runtime_error("handler"); });
+    scheduler.async_wait(at(6s), [&](error_code ec) { second.set_value(ec); });
+    std::atomic<int> thrown{0};
+    std::thread runner([&] {
+        for (;;)
+        {
+            try
+            {
+                io.run_for(60s);
+                return;
+            }
+            catch (const std::runtime_error&)
+            {
+                thrown.fetch_add(1);
+            }
+        }
+    });
+    sched::manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return thrown.load() == 1; }));
+    sched::manual_clock::advance(1s);
+    auto outcome = second.get_future();
+    BOOST_TEST_REQUIRE((outcome.wait_for(5s) == std::future_status::ready));
+    BOOST_TEST((outcome.get() == error_code()));
+    runner.join();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -213,30 +213,41 @@ private:
     // On a thread of the io_context, once woken: runs the due tasks it leads, and the handlers
     // of the waits among them after them, as Asio's timers' would (no other handler and no
     // other thread has to come first). Then, if this thread is to poll the clock for the next
-    // head (see basic_delayed_work_queue::take_led()), goes on polling.
+    // head (see basic_delayed_work_queue::take_led()), goes on polling, even if a handler threw
+    // (the exception goes on out of the io_context's run()).
     void run(led_poll poll = {})
     {
-        for (;;)
+        bool ran_led = false; // the pool was there: `poll` is this turn's
+        try
         {
-            bool polls = false;
             done_->run_here(*io_, [&] {
                 link_->with_owner([&] {
+                    ran_led = true;
                     pool_access::run_led(*pool_, *this, poll);
-                    polls = poll.polling;
                 });
             });
-            if (!polls)
-                return;
-            try
-            {
-                boost::asio::defer(*io_, poller{this, poll});
-                return;
-            }
-            catch (...) // out of memory: it polls here, without a turn for other handlers
-            {
-                while (spin_until<Clock>(poll.until) < poll.until)
-                {}
-            }
+        }
+        catch (...)
+        {
+            if (ran_led && poll.polling)
+                poll_on(poll);
+            throw;
+        }
+        if (ran_led && poll.polling)
+            poll_on(poll);
+    }
+
+    // Goes on polling in a handler of its own; out of memory, gives the head back to the queue,
+    // which asks its leader (this alarm, most likely) to wake for it again.
+    void poll_on(const led_poll& poll) noexcept
+    {
+        try
+        {
+            boost::asio::defer(*io_, poller{this, poll});
+        }
+        catch (...)
+        {
+            link_->with_owner([this] { pool_access::dismiss(*pool_, *this, [] {}); });
         }
     }
 

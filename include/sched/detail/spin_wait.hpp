@@ -1,9 +1,8 @@
 #ifndef SCHED_DETAIL_SPIN_WAIT_HPP
 #define SCHED_DETAIL_SPIN_WAIT_HPP
 
-#include <sched/detail/time.hpp>
-
-#include <algorithm>
+#include <chrono>
+#include <type_traits>
 
 namespace sched::detail {
 
@@ -18,7 +17,8 @@ inline void cpu_relax() noexcept
 #endif
 }
 
-// How long one turn of polling lasts at most before the poller looks at its queue again.
+// How long one turn of polling lasts at most, in real time, before the poller looks at what it
+// waits for again.
 inline constexpr auto spin_turn = std::chrono::microseconds(10);
 
 // Polls Clock until it reads `until` or later, for one spin_turn at most; returns the last
@@ -26,12 +26,18 @@ inline constexpr auto spin_turn = std::chrono::microseconds(10);
 template <class Clock>
 typename Clock::time_point spin_until(typename Clock::time_point until) noexcept
 {
+    using real = std::chrono::steady_clock;
+    const real::time_point turn_end = real::now() + spin_turn;
     typename Clock::time_point now = Clock::now();
-    const typename Clock::time_point end = std::min(
-        until,
-        saturating_add(now, std::chrono::duration_cast<typename Clock::duration>(spin_turn)));
-    while (now < end)
+    while (now < until)
     {
+        if constexpr (std::is_same_v<Clock, real>)
+        {
+            if (now >= turn_end)
+                break;
+        }
+        else if (real::now() >= turn_end)
+            break;
         cpu_relax();
         now = Clock::now();
     }

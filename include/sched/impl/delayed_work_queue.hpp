@@ -520,7 +520,10 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     external_leader* const was = external_;
     if (want && want == was && external_due_ <= due)
     {
+        const bool was_led = leader_ == &external_;
         leader_ = &external_;
+        if (!was_led && backup_ == nullptr && wake)
+            available_.notify_one(); // a follower sleeping until woken becomes the backup
         return true;
     }
     external_ = nullptr;
@@ -744,7 +747,8 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
                 lock.lock();
             }
             else
-                wait_until(lock, std::min(deadline, wake_time(heap_.front().due)));
+                wait_until(lock, std::min(deadline, wake_time(heap_.front().due,
+                                                              heap_.front().task != &marker_)));
             if (leader_ == self)
                 leader_ = nullptr;
         }
