@@ -929,6 +929,14 @@ struct silent_led_queue_fixture : silent_leader_holder, silent_queue_fixture
         return queue.take_led(
             leader, [](silent_queue::node&) noexcept {}, &poll);
     }
+
+    // A spin of 500 ms, task 1 due at 10 s, and the clock at 9.6 s: within the spin.
+    void head_within_the_spin()
+    {
+        queue.set_spin(500ms);
+        queue.push(make(1), at(10s));
+        manual_clock::advance(9600ms);
+    }
 };
 
 } // namespace
@@ -981,10 +989,8 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin
 BOOST_FIXTURE_TEST_CASE(with_a_spin_one_thread_of_the_external_leader_polls_for_its_head,
                         silent_led_queue_fixture)
 {
-    queue.set_spin(500ms);
-    queue.push(make(1), at(10s));
-    queue.push(make(2), at(10s) + 1ms);
-    manual_clock::advance(9600ms);
+    head_within_the_spin();
+    queue.push(make(2), at(10s) + 1ms); // behind the head: nobody is asked
     silent_queue::led_poll first;
     BOOST_TEST(take(first) == nullptr);
     BOOST_TEST(first.polling);
@@ -1014,9 +1020,7 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_one_thread_of_the_external_leader_polls_for_
 BOOST_FIXTURE_TEST_CASE(dismissing_a_leader_whose_thread_polls_asks_it_again_and_frees_the_poll,
                         silent_led_queue_fixture)
 {
-    queue.set_spin(500ms);
-    queue.push(make(1), at(10s));
-    manual_clock::advance(9600ms);
+    head_within_the_spin();
     silent_queue::led_poll first;
     BOOST_TEST(take(first) == nullptr);
     BOOST_TEST_REQUIRE(first.polling);
@@ -1033,9 +1037,7 @@ BOOST_FIXTURE_TEST_CASE(dismissing_a_leader_whose_thread_polls_asks_it_again_and
 BOOST_FIXTURE_TEST_CASE(without_a_poll_an_external_leader_is_asked_again_within_the_spin,
                         silent_led_queue_fixture)
 {
-    queue.set_spin(500ms);
-    queue.push(make(1), at(10s));
-    manual_clock::advance(9600ms);
+    head_within_the_spin();
     BOOST_TEST(queue.take_led(leader, [](silent_queue::node&) noexcept {}) == nullptr);
     BOOST_TEST(leader.wakes.size() == 2u);
 }

@@ -67,23 +67,42 @@ struct steady_fixture
     }
 };
 
-// A one-worker pool whose worker is taken until the test ends: only an io_context can wake
-// what falls due.
+// Takes a one-worker pool's worker until destroyed: only an io_context can wake what falls due.
+class worker_taken
+{
+public:
+    template <class Pool>
+    explicit worker_taken(Pool& pool)
+    {
+        pool.execute([this, released = release_.get_future().share()] {
+            started_.set_value();
+            released.wait();
+        });
+        started_.get_future().wait();
+    }
+    worker_taken(const worker_taken&) = delete;
+    worker_taken& operator=(const worker_taken&) = delete;
+    ~worker_taken() { release_.set_value(); }
+
+private:
+    std::promise<void> started_; // kept: its setter may still be inside set_value()
+    std::promise<void> release_;
+};
+
+// A one-worker pool that polls the clock from `spin` before a task is due.
+sched::pool_options one_worker_spinning(std::chrono::nanoseconds spin)
+{
+    sched::pool_options o;
+    o.threads = 1;
+    o.spin_before_due = spin;
+    return o;
+}
+
+// A one-worker pool whose worker is taken until the test ends.
 struct busy_pool_fixture
 {
-    std::promise<void> started;
-    std::promise<void> release;
     sched::scheduled_thread_pool pool{1};
-
-    busy_pool_fixture()
-    {
-        pool.execute([&] {
-            started.set_value();
-            release.get_future().wait();
-        });
-        started.get_future().wait();
-    }
-    ~busy_pool_fixture() { release.set_value(); }
+    worker_taken taken{pool};
 };
 
 // A periodic operation's completion handler that records the error its end carries.
@@ -177,27 +196,10 @@ void check_a_wait_armed_after_a_cancelled_one(clock_type::duration cancelled_in,
 // poll the clock for them from `spin` before they are due (pool_options::spin_before_due).
 struct busy_spinning_pool
 {
-    std::promise<void> started;
-    std::promise<void> release;
     sched::scheduled_thread_pool pool;
+    worker_taken taken{pool};
 
-    explicit busy_spinning_pool(std::chrono::nanoseconds spin) : pool(options(spin))
-    {
-        pool.execute([&] {
-            started.set_value();
-            release.get_future().wait();
-        });
-        started.get_future().wait();
-    }
-    ~busy_spinning_pool() { release.set_value(); }
-
-    static sched::pool_options options(std::chrono::nanoseconds spin)
-    {
-        sched::pool_options o;
-        o.threads = 1;
-        o.spin_before_due = spin;
-        return o;
-    }
+    explicit busy_spinning_pool(std::chrono::nanoseconds spin) : pool(one_worker_spinning(spin)) {}
 };
 
 // A one-worker pool on a clock the test moves without telling anyone (silent_clock), whose worker
@@ -206,31 +208,10 @@ struct busy_spinning_pool
 // io_context.
 struct silent_spinning_fixture : sched::test::manual_clock_fixture
 {
-    using pool_type = sched::basic_scheduled_thread_pool<sched::test::silent_clock>;
-
-    std::promise<void> started;
-    std::promise<void> release;
-    pool_type pool{options()};
+    sched::basic_scheduled_thread_pool<sched::test::silent_clock> pool{one_worker_spinning(20s)};
     boost::asio::io_context io;
     sched::basic_scheduler<sched::test::silent_clock> scheduler{io, pool};
-
-    silent_spinning_fixture()
-    {
-        pool.execute([&] {
-            started.set_value();
-            release.get_future().wait();
-        });
-        started.get_future().wait();
-    }
-    ~silent_spinning_fixture() { release.set_value(); }
-
-    static sched::pool_options options()
-    {
-        sched::pool_options o;
-        o.threads = 1;
-        o.spin_before_due = 20s;
-        return o;
-    }
+    worker_taken taken{pool}; // released first, as the test ends
 
     static sched::test::silent_clock::time_point at(std::chrono::nanoseconds since_epoch)
     {

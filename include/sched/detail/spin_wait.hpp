@@ -2,7 +2,6 @@
 #define SCHED_DETAIL_SPIN_WAIT_HPP
 
 #include <chrono>
-#include <type_traits>
 
 namespace sched::detail {
 
@@ -29,15 +28,8 @@ typename Clock::time_point spin_until(typename Clock::time_point until) noexcept
     using real = std::chrono::steady_clock;
     const real::time_point turn_end = real::now() + spin_turn;
     typename Clock::time_point now = Clock::now();
-    while (now < until)
+    while (now < until && real::now() < turn_end)
     {
-        if constexpr (std::is_same_v<Clock, real>)
-        {
-            if (now >= turn_end)
-                break;
-        }
-        else if (real::now() >= turn_end)
-            break;
         cpu_relax();
         now = Clock::now();
     }
