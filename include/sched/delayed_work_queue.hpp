@@ -264,9 +264,10 @@ public:
 
     /// Lets the thread that waits for the head sleep until up to @p slack after it is due, so
     /// that one wake-up takes every task that fell due meanwhile (timer coalescing); an external
-    /// leader is asked to wake that much later too. Tasks never run early; with a slack, up to
-    /// that much later. Zero, the default, wakes on time. Call it before the queue is used: a
-    /// thread already asleep keeps the slack it went to sleep with.
+    /// leader is asked to wake that much later too. A head with no other task due within the
+    /// slack after it has nothing to share a wake-up with: it wakes on time. Tasks never run
+    /// early; with a slack, up to that much later. Zero, the default, wakes on time. Call it
+    /// before the queue is used: a thread already asleep keeps the time it went to sleep until.
     void set_slack(duration slack) noexcept
     {
         std::lock_guard lock(mutex_);
@@ -522,21 +523,29 @@ private:
     // When whoever leads a task due at `due` wakes for it (a waiting thread, or an external
     // leader asked to): with a spin, the spin before it is due (then it polls until it is due),
     // unless it is not `polled` (the far tier's marker: its move keeps nobody waiting);
-    // otherwise the slack after it.
-    time_point wake_time(time_point due, bool polled = true) const noexcept
+    // otherwise the slack after it, or on time if it is `alone` (see head_wake_time()).
+    time_point wake_time(time_point due, bool polled = true, bool alone = false) const noexcept
     {
         if (spin_ == duration::zero() || !polled)
-            return detail::saturating_add(due, slack_);
+            return alone ? due : detail::saturating_add(due, slack_);
         if (due == time_point::max())
             return due;
         return due.time_since_epoch() < duration::min() + spin_ ? time_point::min() : due - spin_;
+    }
+    // Under the lock, with a head: when whoever leads it wakes for it. The head is alone if no
+    // other task is due within the slack after it: no wake-up is saved by waiting for the slack.
+    time_point head_wake_time() const noexcept
+    {
+        const entry& head = heap_.front();
+        return wake_time(head.due, head.task != &marker_,
+                         heap_.second_due() > detail::saturating_add(head.due, slack_));
     }
     // Under the lock, led by a waiting thread or external leader that woke at `now`: whether it
     // polls the clock until the head is due rather than sleep again.
     bool polls(time_point now) const noexcept
     {
         return spin_ != duration::zero() && !heap_.empty() && heap_.front().task != &marker_ &&
-               now >= wake_time(heap_.front().due);
+               now >= head_wake_time();
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
     // grace after it is due and its leader was asked to wake.

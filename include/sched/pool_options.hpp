@@ -55,7 +55,9 @@ struct pool_options
     /// How much later than a task's due time a worker may wake for it, so that one wake-up runs
     /// every task that falls due meanwhile (timer coalescing: 10,000 heartbeats cost a third of
     /// the CPU at the default, see docs/periodic.md). A task never runs before it is due; it may
-    /// start up to this much later (plus the scheduling delay any wake-up has). The default is
+    /// start up to this much later (plus the scheduling delay any wake-up has). A task with no
+    /// other due within the slack after it, when a worker goes to sleep for it, has nothing to
+    /// share a wake-up with: the worker wakes for it on time. The default is
     /// the timer slack Linux gives a thread's timed waits (the workers turn the kernel's off in
     /// favour of this one); zero wakes on time. Negative: std::invalid_argument. The io_context
     /// timer that wakes for a scheduler's waits and bound ticks at the head of the queue takes

@@ -46,7 +46,8 @@ class basic_pool_executor;
 /**
  * Tasks wait in a basic_delayed_work_queue; the workers take them as they become due, waking
  * up to pool_options::timer_slack after the due time (50 µs by default, so that one wake-up
- * takes every task due meanwhile; zero wakes on time), or, with pool_options::spin_before_due,
+ * takes every task due meanwhile; on time for a task with none due within the slack after it;
+ * zero wakes on time), or, with pool_options::spin_before_due,
  * waking that long before and polling the clock until it is due. On Linux each worker sets the
  * kernel's own timer slack to 1 ns, so that a sleep ends when the pool asks. A task is any
  * callable taking no arguments, or a std::stop_token (which is then told when the task is

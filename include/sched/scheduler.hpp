@@ -68,13 +68,13 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * With an io_context's executor (and a clock Asio's timers can wait on), a wait at the head of
  * the pool's queue, or a periodic operation's tick bound to that io_context, is waited for by a
  * timer on that io_context, not by a worker: the io_context's thread that wakes (up to the
- * pool's timer_slack after the due time; with its spin_before_due, that long before, and then it
- * polls the clock between other handlers) takes what fell due meanwhile, runs the waits'
- * handlers and posts the ticks: one wake-up for all of them. The pool's before_execute hook runs
- * there too (and after_execute, for waits). If the io_context does not run, or its threads are
- * busy, a free worker takes the wait or tick 10 ms after that timer was due to wake (or after the
- * wait is due, if the timer wakes before it to poll); until then, the pool's tasks due behind it
- * wait too (so they are held up at most that long).
+ * pool's timer_slack after the due time, as a worker would; with its spin_before_due, that long
+ * before, and then it polls the clock between other handlers) takes what fell due meanwhile, runs
+ * the waits' handlers and posts the ticks: one wake-up for all of them. The pool's before_execute
+ * hook runs there too (and after_execute, for waits). If the io_context does not run, or its
+ * threads are busy, a free worker takes the wait or tick 10 ms after that timer was due to wake (or
+ * after the wait is due, if the timer wakes before it to poll); until then, the pool's tasks due
+ * behind it wait too (so they are held up at most that long).
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on

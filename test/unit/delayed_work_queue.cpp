@@ -704,7 +704,7 @@ struct led_queue_fixture : leader_holder, queue_fixture
     }
     ~led_queue_fixture() { current_leader = nullptr; }
 
-    static time_point at(std::chrono::seconds s) { return time_point(s); }
+    static time_point at(time_point::duration since_epoch) { return time_point(since_epoch); }
 };
 
 } // namespace
@@ -721,19 +721,33 @@ BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wait_for_each_new_head_it
     BOOST_TEST(leader.step_downs == 0);
 }
 
-BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_the_head_is_due,
+BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_a_head_with_company,
                         led_queue_fixture)
 {
     queue.set_slack(250ms);
-    queue.push(make(1), 10s);
-    queue.push(make(2), 5s); // a new head, with the task after it
-    const std::vector<std::pair<time_point, time_point>> expected{
-        {at(10s) + 250ms, time_point::max()}, {at(5s) + 250ms, at(10s) + 250ms}};
+    queue.push(make(1), 10s);     // alone: on time
+    queue.push(make(2), 10200ms); // behind the head: nobody is asked
+    queue.push(make(3), 10100ms); // behind the head too
+    queue.push(make(4), 5s);      // a new head, alone within its slack; then: 1's slack after it
+    queue.push(make(5), 4900ms);  // a new head with 4 in its slack: the leader wakes in time
+    queue.push(make(6), 5300ms);  // behind the head
+    const std::vector<std::pair<time_point, time_point>> expected{{at(10s), time_point::max()},
+                                                                  {at(5s), at(10250ms)}};
     BOOST_TEST((leader.leads == expected));
-    // Woken then, it takes both, in due order.
-    manual_clock::advance(10250ms);
-    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 2);
+    // Woken then, it takes both, in due order. 6 is alone next; 1 is not, with 3 and 2.
+    manual_clock::advance(5s);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 5);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 4);
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr);
+    BOOST_TEST((leader.leads.back() == std::pair{at(5300ms), at(10250ms)}));
+    manual_clock::advance(300ms);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 6);
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr);
+    BOOST_TEST((leader.leads.back() == std::pair{at(10250ms), at(10350ms)}));
+    manual_clock::advance(4950ms);
     BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 3);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 2);
 }
 
 BOOST_FIXTURE_TEST_CASE(take_led_takes_only_due_heads_of_its_own_leader, led_queue_fixture)

@@ -513,7 +513,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     time_point due = time_point::max();
     if (find_ && !heap_.empty() && heap_.front().due != time_point::max())
     {
-        due = wake_time(heap_.front().due);
+        due = head_wake_time();
         want = leader_of(heap_.front());
     }
     // One that wakes in time already leads: waking early, it finds nothing and is elected again.
@@ -747,8 +747,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
                 lock.lock();
             }
             else
-                wait_until(lock, std::min(deadline, wake_time(heap_.front().due,
-                                                              heap_.front().task != &marker_)));
+                wait_until(lock, std::min(deadline, head_wake_time()));
             if (leader_ == self)
                 leader_ = nullptr;
         }
