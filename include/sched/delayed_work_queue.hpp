@@ -506,6 +506,8 @@ private:
     // Under the lock: finds the head its leader (external or a waiting thread, woken if `wake`);
     // returns whether an external leader has it.
     bool elect(bool wake) noexcept;
+    // Under the lock, with a head: external_ leads it (see the definition).
+    void follow_external(bool wake) noexcept;
     // Under the lock: the head is new and earlier, so whoever leads sleeps too long.
     void head_moved_earlier() noexcept
     {
@@ -602,8 +604,9 @@ private:
     // The waiter sleeping until the head is due, if any; &external_ when that is external_.
     const void* leader_ = nullptr;
     // While external_ leads: the follower sleeping until the head is overdue by the grace, if any
-    // (the others sleep until woken).
+    // (the others sleep until woken), and when it wakes (min(): woken for an earlier head).
     const void* backup_ = nullptr;
+    time_point backup_until_{};
     external_leader* external_ = nullptr;
     const external_leader* polling_ = nullptr; // whose thread polls for the head (see take_led())
     time_point external_due_{}; // what external_ sleeps until; max() once it has woken

@@ -985,6 +985,23 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_sleeps_until_the_far_tiers_move_is_d
     BOOST_TEST(taker.get() == -1);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_backup_asleep_for_a_led_head_wakes_for_a_new_earlier_one,
+                        silent_led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    // The leader never takes: the taker is the backup. Its grace is real time on this clock.
+    queue.set_leader_finder(&silent_leader_of, 50ms);
+    queue.push(make(1), at(10s));
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked()); // the backup, asleep until 10.05 s
+    // A new head, due now, led by the same (held up) leader: the backup must take it 50 ms on,
+    // not once the first is overdue, 10 s on.
+    queue.push(make(2), at(0s));
+    manual_clock::advance(50ms);
+    BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 2);
+}
+
 BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,
                         silent_led_queue_fixture)
 {

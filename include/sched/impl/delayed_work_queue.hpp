@@ -520,10 +520,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     external_leader* const was = external_;
     if (want && want == was && external_due_ <= due)
     {
-        const bool was_led = leader_ == &external_;
-        leader_ = &external_;
-        if (!was_led && backup_ == nullptr && wake)
-            available_.notify_one(); // a follower sleeping until woken becomes the backup
+        follow_external(wake);
         return true;
     }
     external_ = nullptr;
@@ -534,10 +531,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     {
         external_ = want;
         external_due_ = due;
-        const bool was_led = leader_ == &external_;
-        leader_ = &external_;
-        if (!was_led && backup_ == nullptr && wake)
-            available_.notify_one(); // a follower sleeping until woken becomes the backup
+        follow_external(wake);
         return true;
     }
     if (leader_ == &external_)
@@ -545,6 +539,25 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
     if (wake && leader_ == nullptr && !heap_.empty())
         available_.notify_one();
     return false;
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
+{
+    const bool was_led = leader_ == &external_;
+    leader_ = &external_;
+    if (backup_ == nullptr)
+    {
+        if (!was_led && wake)
+            available_.notify_one(); // a follower sleeping until woken becomes the backup
+    }
+    else if (leader_deadline(heap_.front().due) < backup_until_)
+    {
+        // The backup sleeps until a later head would be overdue: the followers wake, and one of
+        // them is the backup for this head (a held-up leader holds it up no longer than that).
+        backup_until_ = time_point::min(); // once
+        available_.notify_all();
+    }
 }
 
 template <class Clock>
@@ -727,6 +740,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
             {
                 backup_ = self;
                 until = std::min(until, leader_deadline(heap_.front().due));
+                backup_until_ = until;
             }
             wait_until(lock, until);
             if (backup_ == self)
