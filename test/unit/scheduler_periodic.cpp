@@ -244,6 +244,32 @@ BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there_and_never_overlap
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_bound_tick_is_not_queued_again_before_it_has_run, periodic_fixture)
+{
+    boost::asio::io_context ticks_io;
+    boost::asio::cancellation_signal signal;
+    int ticks = 0;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ++ticks; }),
+        {.missed = sched::missed_tick_policy::delay()}, // after the run, the next is at 6 s
+        boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    // The first tick is posted to ticks_io, which does not run it yet.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+    // Five more ticks fall due meanwhile. Any of them queued again would be due, and would come
+    // out (and be posted) before a task submitted now (settle).
+    manual_clock::advance(5s);
+    settle(pool);
+    BOOST_TEST(pool.queue().size() == 0u);
+    ticks_io.restart();
+    BOOST_TEST(ticks_io.poll() == 1u); // one tick posted, not two
+    BOOST_TEST(ticks == 1);
+    // It has run: the operation is queued again, for the next point of its grid.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 1u; }));
+    signal.emit(cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, periodic_fixture)
 {
     {
