@@ -409,8 +409,9 @@ private:
         std::size_t move(std::size_t i, time_point due, std::uint64_t seq) noexcept;
         node* pop_front() noexcept;
         void remove_at(std::size_t i) noexcept;
-        // The due time of the entry after the front (one of its children), or max().
-        time_point second_due() const noexcept;
+        // The due times of the entries after the front (one of its children) and after that
+        // (another of them, or a child of the second), max() for those missing.
+        std::pair<time_point, time_point> second_and_third_due() const noexcept;
         // The entry that comes out first of those that `skip` does not name; null if none.
         const entry* first_except(const node* skip) const noexcept;
         // Moves out every entry whose task `pred` holds for, in due order (see remove_if()).
@@ -508,6 +509,11 @@ private:
     bool elect(bool wake) noexcept;
     // Under the lock, with a head: external_ leads it (see the definition).
     void follow_external(bool wake) noexcept;
+    // How often at most the backup is woken for an earlier head: ten graces.
+    duration hurry_interval() const noexcept
+    {
+        return grace_ > duration::max() / 10 ? duration::max() : 10 * grace_;
+    }
     // Under the lock: the head is new and earlier, so whoever leads sleeps too long.
     void head_moved_earlier() noexcept
     {
@@ -523,24 +529,33 @@ private:
     // (it is not yet overdue by the grace).
     bool left_to_leader(time_point now) const noexcept;
     // When whoever leads a task due at `due` wakes for it (a waiting thread, or an external
-    // leader asked to): with a spin, the spin before it is due (then it polls until it is due),
-    // unless it is not `polled` (the far tier's marker: its move keeps nobody waiting);
-    // otherwise the slack after it, or on time if it is `alone` (see head_wake_time()).
-    time_point wake_time(time_point due, bool polled = true, bool alone = false) const noexcept
+    // leader asked to), if the task after it is due at `next`: with a spin, the spin before it is
+    // due (then it polls until it is due), unless it is not `polled` (the far tier's marker: its
+    // move keeps nobody waiting); otherwise the slack after it, or on time if `next` is later
+    // than that (no wake-up is saved by waiting for the slack).
+    time_point wake_time(time_point due, time_point next, bool polled = true) const noexcept
     {
         if (spin_ == duration::zero() || !polled)
-            return alone ? due : detail::saturating_add(due, slack_);
+        {
+            const time_point latest = detail::saturating_add(due, slack_);
+            return next > latest ? due : latest;
+        }
         if (due == time_point::max())
             return due;
         return due.time_since_epoch() < duration::min() + spin_ ? time_point::min() : due - spin_;
     }
-    // Under the lock, with a head: when whoever leads it wakes for it. The head is alone if no
-    // other task is due within the slack after it: no wake-up is saved by waiting for the slack.
+    // Under the lock, with a head: when whoever leads it wakes for it.
     time_point head_wake_time() const noexcept
     {
         const entry& head = heap_.front();
-        return wake_time(head.due, head.task != &marker_,
-                         heap_.second_due() > detail::saturating_add(head.due, slack_));
+        return wake_time(head.due, heap_.second_and_third_due().first, head.task != &marker_);
+    }
+    // Under the lock: when whoever leads the task after the head would wake for it once it is the
+    // head (max(): there is none).
+    time_point second_wake_time() const noexcept
+    {
+        const auto [second, third] = heap_.second_and_third_due();
+        return wake_time(second, third);
     }
     // Under the lock, led by a waiting thread or external leader that woke at `now`: whether it
     // polls the clock until the head is due rather than sleep again.
@@ -550,10 +565,12 @@ private:
                now >= head_wake_time();
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
-    // grace after it is due and its leader was asked to wake.
+    // grace after the latest its leader may be asked to wake for it (the slack after it is due;
+    // with a spin, when it is due).
     time_point leader_deadline(time_point due) const noexcept
     {
-        return detail::saturating_add(std::max(due, wake_time(due)), grace_);
+        return detail::saturating_add(
+            spin_ == duration::zero() ? detail::saturating_add(due, slack_) : due, grace_);
     }
     void wake_all() noexcept;
     bool remove_locked(node& task) noexcept;
@@ -607,6 +624,7 @@ private:
     // (the others sleep until woken), and when it wakes (min(): woken for an earlier head).
     const void* backup_ = nullptr;
     time_point backup_until_{};
+    time_point hurried_until_ = time_point::min(); // see follow_external()
     external_leader* external_ = nullptr;
     const external_leader* polling_ = nullptr; // whose thread polls for the head (see take_led())
     time_point external_due_{}; // what external_ sleeps until; max() once it has woken

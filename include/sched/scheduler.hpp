@@ -72,9 +72,10 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * before, and then it polls the clock between other handlers) takes what fell due meanwhile, runs
  * the waits' handlers and posts the ticks: one wake-up for all of them. The pool's before_execute
  * hook runs there too (and after_execute, for waits). If the io_context does not run, or its
- * threads are busy, a free worker takes the wait or tick 10 ms after that timer was due to wake (or
- * after the wait is due, if the timer wakes before it to poll); until then, the pool's tasks due
- * behind it wait too (so they are held up at most that long).
+ * threads are busy, a free worker takes the wait or tick 10 ms after it is due plus the pool's
+ * timer_slack (with a spin, 10 ms after it is due); until then, the pool's tasks due behind it
+ * wait too (so they are held up at most that long, or, when earlier waits keep arriving, up to
+ * 100 ms more).
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on

@@ -1,6 +1,7 @@
 #ifndef SCHED_TEST_SUPPORT_BLOCKING_CALL_HPP
 #define SCHED_TEST_SUPPORT_BLOCKING_CALL_HPP
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -39,11 +40,12 @@ public:
 
     // Waits until the thread has gone to sleep more than `sleeps` times (see sleeps()) and is
     // asleep now: with the default, until it first blocks. False if the call returned instead,
-    // or a minute passed.
-    bool wait_until_blocked(std::uint64_t sleeps = 0)
+    // or `limit` passed (a shorter one shows that the thread was not woken).
+    bool wait_until_blocked(std::uint64_t sleeps = 0,
+                            std::chrono::steady_clock::duration limit = std::chrono::minutes(1))
     {
 #if defined(__linux__)
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+        const auto give_up = std::chrono::steady_clock::now() + limit;
         while (std::chrono::steady_clock::now() < give_up)
         {
             if (result_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
@@ -59,7 +61,8 @@ public:
         return false;
 #else
         (void)sleeps;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(
+            std::min<std::chrono::steady_clock::duration>(limit, std::chrono::milliseconds(100)));
         return result_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 #endif
     }

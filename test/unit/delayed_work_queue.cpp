@@ -14,6 +14,7 @@
 #include <future>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -750,6 +751,33 @@ BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_a_he
     BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 2);
 }
 
+BOOST_FIXTURE_TEST_CASE(the_task_after_the_head_is_woken_for_by_the_same_rule, led_queue_fixture)
+{
+    // What the leader may get ready for: the task after the head, as it will be led once it is
+    // the head (on time alone, the slack after it with company).
+    queue.set_slack(250ms);
+    auto& two = make(2);
+    queue.push(make(1), 10s);
+    queue.push(two, 5s);          // then: 1, alone
+    queue.push(make(3), 10100ms); // behind the head: nobody is asked
+    queue.push(make(4), 4s);      // then: 2, alone
+    queue.push(make(5), 3s);      // then: 4, with 2 too far to be its company
+    queue.push(make(6), 5100ms);  // behind the head
+    queue.push(make(7), 2s);      // then: 5, alone; and 2 has 6 for company, 1 has 3
+    const std::vector<std::pair<time_point, time_point>> expected{{at(10s), time_point::max()},
+                                                                  {at(5s), at(10s)},
+                                                                  {at(4s), at(5s)},
+                                                                  {at(3s), at(4s)},
+                                                                  {at(2s), at(3s)}};
+    BOOST_TEST((leader.leads == expected));
+    manual_clock::advance(4s);
+    for (int id : {7, 5, 4})
+        BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == id);
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr); // asked for 2
+    BOOST_TEST(queue.remove(two)); // 6 is the head, alone; then: 1, with 3
+    BOOST_TEST((leader.leads.back() == std::pair{at(5100ms), at(10250ms)}));
+}
+
 BOOST_FIXTURE_TEST_CASE(take_led_takes_only_due_heads_of_its_own_leader, led_queue_fixture)
 {
     recording_leader other;
@@ -815,6 +843,37 @@ BOOST_FIXTURE_TEST_CASE(with_a_slack_takers_leave_a_led_head_for_the_slack_and_t
     BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
     manual_clock::advance(100ms); // overdue by the slack and the grace: the taker takes it
     BOOST_TEST(taker.get() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(heads_moving_earlier_over_and_over_wake_the_backup_once_per_interval,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    // The grace is 1 s: the interval is 10 s. The clock stands still until the end.
+    queue.push(make(99), 60s);
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked()); // the backup, asleep until 61 s
+    // An earlier head (a timeout armed, then cancelled): the backup wakes for it, once.
+    auto& first = make(1);
+    std::uint64_t sleeps = taker.sleeps();
+    queue.push(first, 5s);
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    BOOST_TEST(queue.remove(first));
+    // Within the interval, earlier heads wake nobody.
+    sleeps = taker.sleeps();
+    for (int k = 2; k < 12; ++k)
+    {
+        auto& next = make(k);
+        queue.push(next, 5s);
+        BOOST_TEST(queue.remove(next));
+    }
+    auto& last = make(20);
+    queue.push(last, 2s);
+    BOOST_TEST(!taker.wait_until_blocked(sleeps, 200ms));
+    // The backup sleeps no longer than the interval: at 10 s it looks again, and takes the head
+    // overdue by the grace.
+    manual_clock::advance(10s);
+    BOOST_TEST(taker.get() == 20);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_head_its_leader_cannot_wait_for_goes_to_the_takers_when_due,
@@ -938,10 +997,23 @@ struct silent_led_queue_fixture : silent_leader_holder, silent_queue_fixture
     }
     ~silent_led_queue_fixture() { current_silent_leader = nullptr; }
 
+    std::optional<blocking_call<int>> backup; // goes before the queue
+
     silent_queue::node* take(silent_queue::led_poll& poll)
     {
         return queue.take_led(
             leader, [](silent_queue::node&) noexcept {}, &poll);
+    }
+
+    // A grace of 50 ms (real time on this clock, and a hurry interval of 500 ms), task 99 due at
+    // 10 s, led by a leader that never takes it, and a taker asleep as its backup until 10.05 s.
+    blocking_call<int>& backup_for_a_head_due_at_10s()
+    {
+        queue.set_leader_finder(&silent_leader_of, 50ms);
+        queue.push(make(99), at(10s));
+        blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
+        BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+        return taker;
     }
 
     // A spin of 500 ms, task 1 due at 10 s, and the clock at 9.6 s: within the spin.
@@ -989,15 +1061,29 @@ BOOST_FIXTURE_TEST_CASE(a_backup_asleep_for_a_led_head_wakes_for_a_new_earlier_o
                         silent_led_queue_fixture,
                         *boost::unit_test::timeout(60))
 {
-    // The leader never takes: the taker is the backup. Its grace is real time on this clock.
-    queue.set_leader_finder(&silent_leader_of, 50ms);
-    queue.push(make(1), at(10s));
-    blocking_call taker([&] { return id_of(queue.take()); });
-    BOOST_TEST_REQUIRE(taker.wait_until_blocked()); // the backup, asleep until 10.05 s
+    blocking_call<int>& taker = backup_for_a_head_due_at_10s();
     // A new head, due now, led by the same (held up) leader: the backup must take it 50 ms on,
     // not once the first is overdue, 10 s on.
     queue.push(make(2), at(0s));
     manual_clock::advance(50ms);
+    BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 2);
+}
+
+BOOST_FIXTURE_TEST_CASE(within_the_hurry_interval_the_backup_sleeps_no_longer_than_it,
+                        silent_led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    blocking_call<int>& taker = backup_for_a_head_due_at_10s();
+    auto& first = make(1);
+    const std::uint64_t sleeps = taker.sleeps();
+    queue.push(first, at(5s)); // an earlier head: the backup wakes for it
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    BOOST_TEST(queue.remove(first));
+    // Within the interval nobody wakes for a new head, due now: the backup, asleep until 500 ms
+    // at most, takes it then, not at 10.05 s.
+    queue.push(make(2), at(0s));
+    manual_clock::advance(500ms);
     BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
     BOOST_TEST(taker.get() == 2);
 }

@@ -456,11 +456,12 @@ BOOST_AUTO_TEST_CASE(a_negative_timer_slack_throws_invalid_argument)
     BOOST_CHECK_THROW(manual_pool pool(options), std::invalid_argument);
 }
 
-// Real clock, relations only. One worker, which sleeps until the last due time among the tasks due
-// within the slack after the head. Each round schedules two tasks `apart`, the later first (so
-// that the earlier, a new head, wakes the worker, which then sees both), and reports when the
-// first ran; neither may run early. A spurious or late wake-up may end a slack early or late (a
-// slack is an allowance, not a promise), so a round may miss; three rounds may not.
+// Real clock, relations only. One worker, which sleeps until the head is due plus the slack if
+// another task is due within the slack after it, else until it is due. Each round schedules two
+// tasks `apart`, the later first (so that the earlier, a new head, wakes the worker, which then
+// sees both), and reports when the first ran; neither may run early. A spurious or late wake-up may
+// end a slack early or late (a slack is an allowance, not a promise), so a round may miss; three
+// rounds may not.
 namespace {
 
 using steady = std::chrono::steady_clock;

@@ -524,7 +524,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
         return true;
     }
     external_ = nullptr;
-    const bool led = want && want->lead_until(due, wake_time(heap_.second_due()));
+    const bool led = want && want->lead_until(due, second_wake_time());
     if (was && (was != want || !led))
         was->step_down();
     if (led)
@@ -555,8 +555,16 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
     {
         // The backup sleeps until a later head would be overdue: the followers wake, and one of
         // them is the backup for this head (a held-up leader holds it up no longer than that).
-        backup_until_ = time_point::min(); // once
-        available_.notify_all();
+        // Once per hurry interval at most, so that heads moving earlier over and over (timeouts
+        // armed and cancelled before a later one) do not wake it each time: until then, the
+        // backup sleeps no longer than the interval.
+        const time_point now = Clock::now();
+        if (now >= hurried_until_)
+        {
+            hurried_until_ = detail::saturating_add(now, hurry_interval());
+            backup_until_ = time_point::min(); // once
+            available_.notify_all();
+        }
     }
 }
 
@@ -740,6 +748,8 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
             {
                 backup_ = self;
                 until = std::min(until, leader_deadline(heap_.front().due));
+                if (now < hurried_until_)
+                    until = std::min(until, hurried_until_);
                 backup_until_ = until;
             }
             wait_until(lock, until);
@@ -830,13 +840,33 @@ std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i,
 }
 
 template <class Clock>
-auto basic_delayed_work_queue<Clock>::heap::second_due() const noexcept -> time_point
+auto basic_delayed_work_queue<Clock>::heap::second_and_third_due() const noexcept
+    -> std::pair<time_point, time_point>
 {
-    time_point due = time_point::max();
+    time_point second = time_point::max();
+    time_point third = time_point::max();
+    std::size_t at = 0; // where the second is
     const std::size_t last = std::min(entries_.size(), arity + 1);
     for (std::size_t i = 1; i < last; ++i)
-        due = std::min(due, entries_[i].due);
-    return due;
+    {
+        const time_point due = entries_[i].due;
+        if (due < second)
+        {
+            third = second;
+            second = due;
+            at = i;
+        }
+        else
+            third = std::min(third, due);
+    }
+    if (at != 0)
+    {
+        const std::size_t first = arity * at + 1;
+        const std::size_t end = std::min(entries_.size(), first + arity);
+        for (std::size_t i = first; i < end; ++i)
+            third = std::min(third, entries_[i].due);
+    }
+    return {second, third};
 }
 
 template <class Clock>
