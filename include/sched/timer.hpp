@@ -59,8 +59,8 @@ public:
  * Two of Timer's traps are gone:
  * - A task that throws does not kill the thread. The exception goes to the timer's error
  *   handler (by default, a line on std::cerr); a periodic task that throws ends (its state
- *   becomes `executed`) unless its failure policy keeps it running, and every other task goes
- *   on.
+ *   becomes `executed`, before the handler is called) unless its failure policy keeps it
+ *   running, and every other task goes on.
  * - Times are on @p Clock, the steady clock by default, so moving the wall clock moves nothing.
  *   A `std::chrono::system_clock` time point is accepted and converted once, when scheduled.
  *
@@ -414,18 +414,19 @@ private:
             }
             catch (...)
             {
+                // A task that ends has ended by the time its error is reported.
                 if (destroyed_by_this_run_) // its error handler went with it
                 {
+                    n.end_by_failure();
                     detail::report_uncaught("a destroyed timer", std::current_exception());
-                    n.end_by_failure();
                     return;
                 }
+                const bool ends = !schedule || schedule->ends_with_failure();
+                if (ends)
+                    n.end_by_failure();
                 report(std::current_exception());
-                if (!schedule || schedule->ends_with_failure())
-                {
-                    n.end_by_failure();
+                if (ends)
                     return;
-                }
             }
         }
         if (!schedule || n.state() != timer_task_state::scheduled)
@@ -444,8 +445,8 @@ private:
             catch (...) // out of memory: the task cannot run again, and ends
             {
                 keep = std::move(n.keep);
-                report(std::current_exception());
                 n.end_by_failure();
+                report(std::current_exception());
             }
         }
     }

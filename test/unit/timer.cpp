@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -336,6 +337,22 @@ BOOST_AUTO_TEST_CASE(a_throwing_task_does_not_kill_the_timer)
     BOOST_TEST((failing_once.state() == timer_task_state::executed));
     BOOST_TEST(errors.snapshot() == (std::vector<std::string>{"tick", "once"}),
                boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_periodic_task_that_throws_has_ended_when_its_error_is_reported)
+{
+    manual_task* failing = nullptr;
+    std::optional<timer_task_state> seen; // by the error handler, on the timer's thread
+    counter reported;
+    manual_timer timer("thrower", [&](std::exception_ptr) {
+        seen = failing->state();
+        reported.increment();
+    });
+    manual_task periodic([] { throw std::runtime_error("tick"); });
+    failing = &periodic;
+    timer.schedule_at_fixed_rate(periodic, 0s, 1s);
+    BOOST_TEST_REQUIRE(reported.wait_for_at_least(1));
+    BOOST_TEST((seen == timer_task_state::executed));
 }
 
 BOOST_AUTO_TEST_CASE(a_task_is_told_its_tick_and_skip_waits_for_the_next_grid_point)
