@@ -512,6 +512,8 @@ private:
     // How often at most the backup is woken for an earlier head: ten graces.
     duration hurry_interval() const noexcept
     {
+        if (grace_ <= duration::zero())
+            return duration::zero();
         return grace_ > duration::max() / 10 ? duration::max() : 10 * grace_;
     }
     // Under the lock: the head is new and earlier, so whoever leads sleeps too long.

@@ -87,7 +87,8 @@ public:
     using duration = typename Clock::duration;
     using time_point = typename Clock::time_point;
     using task_type = basic_timer_task<Clock>;
-    /// Told of every exception a task throws; called on the timer's thread; must not throw.
+    /// Told of every exception a task throws; called on the timer's thread; must not throw. It
+    /// may use the timer (schedule, cancel), but not destroy it: it is the timer's own.
     using error_handler = std::function<void(std::exception_ptr)>;
 
     /// Starts the timer's thread, named @p name (cut to 15 characters on Linux). Exceptions
@@ -432,23 +433,28 @@ private:
         if (!schedule || n.state() != timer_task_state::scheduled)
             return;
         const time_point next = schedule->next_due(Clock::now());
-        std::lock_guard lock(mutex_);
-        if (cancelled_)
-            n.cancel();
-        else
+        std::exception_ptr no_room;
         {
-            n.keep = std::move(keep);
-            try
+            std::lock_guard lock(mutex_);
+            if (cancelled_)
+                n.cancel();
+            else
             {
-                queue_.push(n, next);
-            }
-            catch (...) // out of memory: the task cannot run again, and ends
-            {
-                keep = std::move(n.keep);
-                n.end_by_failure();
-                report(std::current_exception());
+                n.keep = std::move(keep);
+                try
+                {
+                    queue_.push(n, next);
+                }
+                catch (...) // out of memory: the task cannot run again, and ends
+                {
+                    keep = std::move(n.keep);
+                    n.end_by_failure();
+                    no_room = std::current_exception();
+                }
             }
         }
+        if (no_room) // without the lock: the error handler may schedule or cancel
+            report(std::move(no_room));
     }
 
     void report(std::exception_ptr e) noexcept

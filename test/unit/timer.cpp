@@ -707,4 +707,31 @@ BOOST_AUTO_TEST_CASE(a_periodic_task_that_cannot_be_queued_again_ends_and_the_ha
                boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(the_handler_told_of_a_task_that_cannot_be_queued_again_may_use_the_timer,
+                     *boost::unit_test::timeout(60))
+{
+    manual_timer* timer_of_handler = nullptr;
+    sentinel from_handler;
+    counter told;
+    manual_timer timer("no-memory", [&](std::exception_ptr) {
+        timer_of_handler->schedule(from_handler.task, 0s); // takes the timer's lock
+        told.increment();
+    });
+    timer_of_handler = &timer;
+    std::vector<std::unique_ptr<manual_task>> fillers = make_fillers();
+    bool filled = false;
+    manual_task periodic([&] {
+        if (!filled) // on the timer's thread: fills the queue, then its next push fails
+        {
+            filled = true;
+            if (fill_to_capacity(timer, fillers))
+                sched::test::fail_next_aligned_allocation();
+        }
+    });
+    timer.schedule_at_fixed_rate(periodic, 0s, 1s);
+    BOOST_TEST_REQUIRE(told.wait_for_at_least(1));
+    BOOST_TEST(from_handler.ran.wait_for_at_least(1));
+    BOOST_TEST((periodic.state() == timer_task_state::executed));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
