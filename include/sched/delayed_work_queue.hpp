@@ -409,8 +409,14 @@ private:
         std::size_t move(std::size_t i, time_point due, std::uint64_t seq) noexcept;
         node* pop_front() noexcept;
         void remove_at(std::size_t i) noexcept;
-        // The due times of the entries after the front (one of its children) and after that
-        // (another of them, or a child of the second), max() for those missing.
+        // The due time of the entry after the front (one of its children); max() if none.
+        time_point second_due() const noexcept
+        {
+            const std::size_t at = second_position();
+            return at == 0 ? time_point::max() : entries_[at].due;
+        }
+        // The due times of the entries after the front and after that (another of its children,
+        // or a child of the second), max() for those missing.
         std::pair<time_point, time_point> second_and_third_due() const noexcept;
         // The entry that comes out first of those that `skip` does not name; null if none.
         const entry* first_except(const node* skip) const noexcept;
@@ -433,6 +439,8 @@ private:
             return a.due < b.due || (a.due == b.due && a.task->seq_ < b.task->seq_);
         }
 
+        // The position of the entry after the front: its earliest-due child; 0 if it has none.
+        std::size_t second_position() const noexcept;
         void place(std::size_t i, const entry& e) noexcept;
         std::size_t sift_up(std::size_t i) noexcept;
         std::size_t sift_down(std::size_t i) noexcept;
@@ -550,7 +558,7 @@ private:
     time_point head_wake_time() const noexcept
     {
         const entry& head = heap_.front();
-        return wake_time(head.due, heap_.second_and_third_due().first, head.task != &marker_);
+        return wake_time(head.due, heap_.second_due(), head.task != &marker_);
     }
     // Under the lock: when whoever leads the task after the head would wake for it once it is the
     // head (max(): there is none).

@@ -840,33 +840,34 @@ std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i,
 }
 
 template <class Clock>
+std::size_t basic_delayed_work_queue<Clock>::heap::second_position() const noexcept
+{
+    std::size_t at = 0;
+    const std::size_t last = std::min(entries_.size(), arity + 1);
+    for (std::size_t i = 1; i < last; ++i)
+        if (at == 0 || entries_[i].due < entries_[at].due)
+            at = i;
+    return at;
+}
+
+template <class Clock>
 auto basic_delayed_work_queue<Clock>::heap::second_and_third_due() const noexcept
     -> std::pair<time_point, time_point>
 {
-    time_point second = time_point::max();
+    const std::size_t at = second_position();
+    if (at == 0)
+        return {time_point::max(), time_point::max()};
+    // The third is another child of the front, or a child of the second.
     time_point third = time_point::max();
-    std::size_t at = 0; // where the second is
     const std::size_t last = std::min(entries_.size(), arity + 1);
     for (std::size_t i = 1; i < last; ++i)
-    {
-        const time_point due = entries_[i].due;
-        if (due < second)
-        {
-            third = second;
-            second = due;
-            at = i;
-        }
-        else
-            third = std::min(third, due);
-    }
-    if (at != 0)
-    {
-        const std::size_t first = arity * at + 1;
-        const std::size_t end = std::min(entries_.size(), first + arity);
-        for (std::size_t i = first; i < end; ++i)
+        if (i != at)
             third = std::min(third, entries_[i].due);
-    }
-    return {second, third};
+    const std::size_t first = arity * at + 1;
+    const std::size_t end = std::min(entries_.size(), first + arity);
+    for (std::size_t i = first; i < end; ++i)
+        third = std::min(third, entries_[i].due);
+    return {entries_[at].due, third};
 }
 
 template <class Clock>
