@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -1040,6 +1042,52 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_polls_for_the_head_and_takes_it_when
     // A taker asleep would sleep for the 10 s of real time it saw left; a poller sees the clock.
     BOOST_TEST_REQUIRE((taker.wait_for(5s) == std::future_status::ready));
     BOOST_TEST(taker.get() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(with_a_spin_a_follower_polls_for_the_next_head_once_the_poller_leaves,
+                        silent_queue_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    queue.set_spin(20s);
+    queue.push(make(1), at(10s));
+    queue.push(make(2), at(10s) + 1ms);
+    std::stop_source stop;
+    auto take = [&] {
+        return id_of(queue.take(stop.get_token()));
+    };
+    std::array<blocking_call<int>, 2> takers{blocking_call<int>(take), blocking_call<int>(take)};
+    struct stop_on_exit // a failed check leaves a taker waiting: it stops before it is joined
+    {
+        std::stop_source& stop;
+        ~stop_on_exit() { stop.request_stop(); }
+    } stopping{stop};
+    // One polls for the head (it never blocks), the other follows: asleep until woken, since a
+    // clock that moves silently wakes nobody.
+    bool follows = false;
+    for (int turn = 0; turn < 3000 && !follows; ++turn)
+        follows = takers[turn % 2].wait_until_blocked(0, 10ms);
+    BOOST_TEST_REQUIRE(follows);
+    manual_clock::advance(10s);
+    auto first_done = [&]() -> blocking_call<int>* {
+        for (int turn = 0; turn < 500; ++turn)
+        {
+            for (blocking_call<int>& t : takers)
+            {
+                if (t.result().wait_for(5ms) == std::future_status::ready)
+                    return &t;
+            }
+        }
+        return nullptr;
+    };
+    blocking_call<int>* const poller = first_done();
+    BOOST_TEST_REQUIRE(poller != nullptr);
+    BOOST_TEST(poller->get() == 1);
+    // The poller has left with its task: the follower must take over and poll for the next head,
+    // or it sleeps on, and task 2 waits for whatever next wakes it.
+    blocking_call<int>& follower = poller == &takers[0] ? takers[1] : takers[0];
+    manual_clock::advance(1ms);
+    BOOST_TEST_REQUIRE((follower.result().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(follower.get() == 2);
 }
 
 BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_sleeps_until_the_far_tiers_move_is_due,
