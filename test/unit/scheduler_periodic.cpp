@@ -446,6 +446,37 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_
     BOOST_TEST(ticks_io.poll() == 0u); // no tick queued for later
 }
 
+// A tick posted to the io_context itself (or to a strand of it made before the scheduler, whose
+// service shuts down after the scheduler's) comes back only through that context, which destroys
+// it unrun as it goes: the destruction cannot wait for it, and the operation ends then.
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ticks_posted_to_itself_destroys_them_unrun,
+                     *boost::unit_test::timeout(120))
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    auto io = std::make_unique<boost::asio::io_context>();
+    std::optional strand(boost::asio::make_strand(*io));
+    manual_scheduler scheduler(*io, pool);
+    counter ticks;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(*io, [&] { ticks.increment(); }),
+        [alive](std::exception_ptr, std::size_t) {});
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(*strand, [&] { ticks.increment(); }),
+        [alive = std::move(alive)](std::exception_ptr, std::size_t) {});
+    strand.reset(); // the ticks' copies keep it
+    // The worker has posted both first ticks, which io has not run.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+    sched::test::pool_fixture::settle(pool);
+    sched::test::blocking_call destroyer([&] { io.reset(); });
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(1min) == std::future_status::ready));
+    BOOST_TEST(ticks.value() == 0);
+    BOOST_TEST(watch.expired()); // both handlers destroyed unrun, with io's others
+    BOOST_TEST(pool.queue().empty());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_cancelled_on_its_way_to_its_executor_does_not_run,
                         periodic_fixture)
 {

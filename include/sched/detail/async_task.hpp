@@ -292,11 +292,18 @@ public:
         {
             // The tick runs on its own executor; the node comes back when it has, or when that
             // executor's context destroys it unrun. It stays counted meanwhile, so that its I/O
-            // context waits for it, as for a tick that a worker runs (see scheduler_service).
+            // context waits for it, as for a tick that a worker runs (see scheduler_service);
+            // unless that context is its I/O context itself, which destroys the tick unrun only
+            // after its service has stopped waiting: there it counts again as it runs.
             this->set_owner(nullptr); // the pool may be gone by then: see owner_link
             scheduler_service<Clock>* const counted = counted_ ? service_ : nullptr;
             boost::asio::execution_context& target = boost::asio::query(
                 boost::asio::get_associated_executor(work_), boost::asio::execution::context);
+            // Let go of once posted, without touching the node: it may have ticked and ended by
+            // then.
+            const bool home = counted && &counted->context() == &target;
+            if (home)
+                counted_ = false;
             // Every copy of the executor goes inside: once posted, the tick may run, the
             // operation end and its context go, and the last copy of a strand unlocks a mutex
             // of that context's as it goes.
@@ -316,8 +323,13 @@ public:
             if (!tick.taken())
                 (void)tick.release(); // never handed over (post_to() found no service)
             else if (!posting.tick_destroyed())
+            {
+                if (home)
+                    counted->finished();
                 return {nullptr, true}; // posted, or kept by a strand that then failed
-            if (failure)                // it went nowhere: the operation ends
+            }
+            counted_ = counted != nullptr; // still counted: it goes no further
+            if (failure)                   // it went nowhere: the operation ends
             {
                 fail(failure);
                 return {std::move(failure)};
@@ -453,6 +465,11 @@ private:
         void operator()()
         {
             async_task* t = std::exchange(t_, nullptr);
+            if (!t->counted_) // back through its I/O context: counted again (see run())
+            {
+                t->service_->started();
+                t->counted_ = true;
+            }
             // Cancelled on its way here: it does not tick, as a worker would not.
             std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
             t->link_->finish_run(*t, std::move(e));

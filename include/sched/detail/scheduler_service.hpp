@@ -28,7 +28,9 @@ namespace sched::detail {
 // operations from outliving it: when the context shuts down, it ends the operations still
 // queued in the pools (their handlers are then destroyed with the context's other handlers,
 // unrun, as Asio does) and waits for those a worker is running, or whose tick is away on its own
-// executor, to post their completions (they are not queued again: see closing_down()). In
+// executor in another context, to post their completions (they are not queued again: see
+// closing_down()). A tick away in this context itself is not waited for: the context destroys
+// it unrun after this service has shut down, and its operation then ends. In
 // any other context that operations post to (a handler's or a tick's executor), it waits for the
 // posts under way.
 //
