@@ -66,7 +66,13 @@ private:
  * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a
  * shutdown() that drops delayed tasks drops it, and the operation goes on without its timeout,
- * as it does when memory runs out as the timeout is queued (once the operation has started).
+ * as it does when memory runs out as the timeout is queued (once the operation has started). A
+ * pool already shut down cannot time the operation: cancellation is emitted at once, through the
+ * same executor, rather than let it run unbounded.
+ *
+ * The timeout's memory comes from the recycler, not the handler's allocator: the pool may hold
+ * the timeout until after the handler has run. The timeout lets go of the handler's executor as
+ * the operation completes, so the executor's context may go once the handler has run.
  *
  * A negative timeout means now; one too large for the clock never fires; a NaN is rejected with
  * std::invalid_argument.
@@ -128,11 +134,8 @@ public:
     {
         using handler_type = std::decay_t<Handler>;
         const auto ex = boost::asio::get_associated_executor(handler, default_executor());
-        const auto alloc = node_allocator(
-            boost::asio::get_associated_allocator(handler, recycling_allocator<void>()));
-        using timeout =
-            timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(alloc)>>;
-        timeout* t = timeout::create(scheduler_->pool(), ex, alloc, type_);
+        using timeout = timeout_task<Clock, std::decay_t<decltype(ex)>>;
+        timeout* t = timeout::create(scheduler_->pool(), ex, type_);
         boost::intrusive_ptr<timeout> keep(t); // until started: the handler may be gone by then
         try
         {

@@ -289,8 +289,9 @@ private:
     decltype(auto) decorate(F&& f, Make make);
 
     // Queues a new task the caller holds a reference to, plus the runner's reference it hands
-    // over. Applies the rejection policy if the pool does not accept it.
-    void queue_new(task_type& t, time_point due);
+    // over. Applies the rejection policy if the pool does not accept it (or the task is
+    // cancelled already); returns whether it was queued.
+    bool queue_new(task_type& t, time_point due);
     // Under the queue's lock (or a far shard's): whether a new task may be queued.
     bool accepts(const task_type& t) const noexcept;
     void reject(task_type& t);

@@ -2,9 +2,13 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized" // as in scheduler_tokens.cpp
@@ -17,15 +21,19 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <future>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "support/counting_allocator.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
 #include "support/recycler_probe.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -131,9 +139,106 @@ BOOST_FIXTURE_TEST_CASE(cancellation_on_the_callers_own_slot_reaches_the_operati
     BOOST_TEST(pool.queue().size() == 0u); // the wait and its timeout
 }
 
-// The timeout's memory comes from the handler's allocator, or from the recycler when that is
-// std::allocator (use_future's). The operation bounded here keeps its handler in an
-// any_completion_handler, whose memory is not the recycler's.
+// An operation whose cancellation handler completes it at once, right there (dispatch: the
+// emission runs on the handler's executor), as a composed operation may.
+BOOST_FIXTURE_TEST_CASE(an_operation_that_completes_inside_the_emission_ends_once,
+                        cancel_after_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    auto until_cancelled = [&](auto handler) {
+        using handler_type = decltype(handler);
+        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+        BOOST_TEST_REQUIRE(slot.is_connected());
+        slot.assign([this, h = std::optional<handler_type>(std::move(handler))](
+                        boost::asio::cancellation_type) mutable {
+            handler_type taken = std::move(*h);
+            h.reset();
+            const auto ex = boost::asio::get_associated_executor(taken, io.get_executor());
+            boost::asio::dispatch(ex, [taken = std::move(taken)]() mutable {
+                std::move(taken)(error_code(boost::asio::error::operation_aborted));
+            });
+        });
+    };
+    auto token = sched::cancel_after(scheduler, 1s, on_done());
+    boost::asio::async_initiate<decltype(token), void(error_code)>(until_cancelled, token);
+    manual_clock::advance(1s);
+    settle(pool);
+    complete_one(); // the emission, and inside it the operation's completion (it deadlocked)
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+// A pool that is shut down cannot time the operation: rather than let it go on unbounded, the
+// timeout cancels it at once.
+BOOST_FIXTURE_TEST_CASE(on_a_shut_down_pool_the_operation_is_cancelled_at_once,
+                        cancel_after_fixture)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    std::optional<boost::asio::cancellation_type> cancelled;
+    auto park = [&](auto handler) {         // listens for cancellation, as an operation does
+        parked.emplace(std::move(handler)); // it installs its own in the slot, then forwards
+        auto slot = parked->get_cancellation_slot();
+        BOOST_TEST_REQUIRE(slot.is_connected());
+        slot.assign([&](boost::asio::cancellation_type type) { cancelled = type; });
+    };
+    pool.shutdown();
+    auto token = sched::cancel_after(scheduler, 1h, on_done());
+    boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    BOOST_TEST(!cancelled); // not inside the initiating function
+    BOOST_TEST(run_ready() == 1u);
+    BOOST_TEST((cancelled == boost::asio::cancellation_type::terminal));
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code(boost::asio::error::operation_aborted));
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+// The timeout may be released last on a worker, after the handler has run and the user has
+// destroyed the handler's execution context: it let go of the handler's executor (a strand of
+// that context, which touches it as it goes) as the operation completed. AddressSanitizer saw
+// the use after free.
+BOOST_AUTO_TEST_CASE(a_timeout_released_after_its_handlers_context_is_gone_touches_nothing_of_it,
+                     *boost::unit_test::timeout(60))
+{
+    sched::test::manual_clock_fixture time;
+    std::promise<void> go_on;
+    std::shared_future<void> may_go_on = go_on.get_future().share();
+    sched::pool_options options = sched::test::pool_fixture::single_worker();
+    options.after_execute = [may_go_on](std::exception_ptr) {
+        may_go_on.wait();
+    };
+    sched::test::manual_pool pool(options);
+    boost::asio::io_context io;
+    sched::test::manual_scheduler scheduler(io, pool);
+    auto handlers_io = std::make_unique<boost::asio::io_context>();
+    std::optional strand(boost::asio::make_strand(*handlers_io));
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    auto park = [&](auto handler) {
+        parked.emplace(std::move(handler));
+    };
+    std::optional<error_code> result;
+    auto token = sched::cancel_after(
+        scheduler, 1s, boost::asio::bind_executor(*strand, [&](error_code ec) { result = ec; }));
+    boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    // Due: the worker posts the emission to the strand, then waits in after_execute with the
+    // queue's reference to the timeout.
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return pool.queue().size() == 0u; }));
+    // The operation completes first; then its user lets go of the strand and the context (which
+    // destroys the emission unrun).
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code());
+    BOOST_TEST((result == error_code()));
+    parked.reset();
+    strand.reset();
+    handlers_io.reset();
+    go_on.set_value(); // the worker lets go of the last reference
+    sched::test::pool_fixture::settle(pool);
+}
+
+// The timeout's memory is the recycler's whatever the handler's allocator (the pool's queue may
+// hold the timeout after the handler has run, and Asio frees the handler's allocator's memory
+// before). The operation bounded here keeps its handler in an any_completion_handler, whose
+// memory is not the recycler's.
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(sched::test::recycling))
 BOOST_FIXTURE_TEST_CASE(a_timeout_for_a_use_future_caller_takes_its_memory_from_the_recycler,
                         cancel_after_fixture)
@@ -153,6 +258,31 @@ BOOST_FIXTURE_TEST_CASE(a_timeout_for_a_use_future_caller_takes_its_memory_from_
     BOOST_REQUIRE_NO_THROW(done.get());
     BOOST_TEST(pool.queue().size() == 0u);
     run_to_end();
+}
+
+// The same with a handler that names an allocator of its own: the timeout takes none of it.
+BOOST_FIXTURE_TEST_CASE(a_timeout_takes_no_memory_from_the_handlers_allocator, cancel_after_fixture)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    auto park = [&](auto handler) {
+        parked.emplace(std::move(handler));
+    };
+    sched::test::allocation_log unbounded;
+    auto plain =
+        boost::asio::bind_allocator(sched::test::counting_allocator<void>(unbounded), on_done());
+    boost::asio::async_initiate<decltype(plain), void(error_code)>(park, plain);
+    parked.reset();
+    sched::test::allocation_log bounded;
+    auto token = sched::cancel_after(
+        scheduler, 1h,
+        boost::asio::bind_allocator(sched::test::counting_allocator<void>(bounded), on_done()));
+    boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    BOOST_TEST(pool.queue().size() == 1u);   // the timeout
+    BOOST_TEST(unbounded.allocations() > 0); // any_completion_handler's own
+    BOOST_TEST(bounded.allocations() == unbounded.allocations());
+    std::move (*parked)(error_code());
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(pool.queue().size() == 0u);
 }
 
 // Queueing the timeout comes after the operation has started: if there is no memory for it, the
@@ -183,12 +313,12 @@ BOOST_AUTO_TEST_CASE(out_of_memory_for_its_timeout_a_started_operation_goes_on_w
     std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
     bool listening = false;
     bool cancelled = false;
-    auto park = [&](auto handler) { // listens for cancellation, as an operation does
-        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    auto park = [&](auto handler) {         // listens for cancellation, as an operation does
+        parked.emplace(std::move(handler)); // it installs its own in the slot, then forwards
+        auto slot = parked->get_cancellation_slot();
         listening = slot.is_connected();
         if (listening)
             slot.assign([&](boost::asio::cancellation_type) { cancelled = true; });
-        parked.emplace(std::move(handler));
     };
     int calls = 0;
     std::optional<error_code> result;

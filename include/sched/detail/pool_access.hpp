@@ -18,13 +18,14 @@ struct pool_access
         return pool;
     }
 
-    // Queues a new task holding the runner's reference, which the pool takes over. After
-    // shutdown, a task that completes a handler ends with error::shutdown.
+    // Queues a new task holding the runner's reference, which the pool takes over; returns
+    // whether it was queued. After shutdown, a task that completes a handler ends with
+    // error::shutdown.
     template <class Clock>
-    static void
+    static bool
     queue(basic_scheduled_thread_pool<Clock>& pool, task<Clock>& t, typename Clock::time_point due)
     {
-        pool.queue_new(t, due);
+        return pool.queue_new(t, due);
     }
 
     // Takes a cancelled task out of the queue at once (what cancel() does, for a task that was

@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -27,38 +28,53 @@ namespace sched::detail {
 // The timeout of one wrapped operation (cancel_after, cancel_at): a queue node that, when due,
 // emits cancellation on the signal the wrapped operation's slot is connected to. The emission
 // runs through the wrapped handler's executor, where Asio expects it, and never after the
-// operation has completed (a mutex orders the two).
-template <class Clock, class HandlerExecutor, class Allocator>
+// operation has completed: a mutex orders the two, and the emission is posted only while the
+// operation, not yet complete, holds work on that executor (so its context is there). The node
+// lets go of the executor as the operation completes. It may outlive the handler (the pool's
+// queue, or an emission on its way, may hold it), so its memory is the recycler's, never the
+// handler's allocator's (which Asio frees before the handler runs).
+template <class Clock, class HandlerExecutor>
 class timeout_task final : public task<Clock>
 {
 public:
-    using allocator_type =
-        typename std::allocator_traits<Allocator>::template rebind_alloc<timeout_task>;
+    using allocator_type = recycling_allocator<timeout_task>;
 
     // Two references: the queue's (the runner's) and the wrapping handler's.
     static timeout_task* create(basic_scheduled_thread_pool<Clock>& pool,
                                 const HandlerExecutor& ex,
-                                const Allocator& alloc,
                                 boost::asio::cancellation_type type)
     {
-        allocator_type a(alloc);
+        allocator_type a;
         timeout_task* t = std::allocator_traits<allocator_type>::allocate(a, 1);
-        ::new (static_cast<void*>(t)) timeout_task(pool, ex, a, type);
+        try
+        {
+            ::new (static_cast<void*>(t)) timeout_task(pool, ex, type);
+        }
+        catch (...) // copying the executor threw
+        {
+            std::allocator_traits<allocator_type>::deallocate(a, t, 1);
+            throw;
+        }
         return t;
     }
 
     boost::asio::cancellation_slot slot() noexcept { return signal_.slot(); }
 
     // Queues the timeout: the runner's reference goes to the pool. If the operation completed
-    // meanwhile, the timeout leaves the queue at once. The caller holds a reference.
+    // meanwhile, the timeout leaves the queue at once. A pool that is shut down cannot time the
+    // operation: cancellation is emitted at once, rather than let it go on unbounded. The caller
+    // holds a reference.
     void start(basic_scheduled_thread_pool<Clock>& pool, typename Clock::time_point due)
     {
-        pool_access::queue(pool, *this, due);
-        if (this->state() != future_state::pending)
+        if (!pool_access::queue(pool, *this, due))
+            post_emission();
+        else if (this->state() != future_state::pending)
             pool_access::withdraw(pool, *this);
     }
 
-    // Emits cancellation now, unless the operation has completed (from the outer slot).
+    // Emits cancellation now, unless the operation has completed (from the outer slot). The
+    // operation may complete inside the emission, on this thread: finish() then takes the
+    // (recursive) mutex again.
     void emit(boost::asio::cancellation_type type) noexcept
     {
         std::lock_guard lock(mutex_);
@@ -66,13 +82,15 @@ public:
             signal_.emit(type);
     }
 
-    // The operation completed (or was abandoned): no emission from now on; the timeout leaves
-    // the queue.
+    // The operation completed (or was abandoned): no emission from now on, the executor goes
+    // while its context is still there, and the timeout leaves the queue.
     void finish() noexcept
     {
+        std::optional<HandlerExecutor> executor;
         {
             std::lock_guard lock(mutex_);
             done_ = true;
+            executor.swap(executor_);
         }
         this->cancel(false);
     }
@@ -84,16 +102,7 @@ public:
         if (this->begin_completing())
         {
             this->end_completing(future_state::normal);
-            try
-            {
-                scheduler_service<Clock>::post_to(
-                    boost::asio::query(executor_, boost::asio::execution::context), nullptr, [&] {
-                        boost::asio::post(executor_,
-                                          emission{boost::intrusive_ptr<timeout_task>(this)});
-                    });
-            }
-            catch (...) // out of memory: the operation goes on without its timeout
-            {}
+            post_emission();
         }
         return {};
     }
@@ -114,26 +123,42 @@ private:
 
     timeout_task(basic_scheduled_thread_pool<Clock>& pool,
                  const HandlerExecutor& ex,
-                 const allocator_type& alloc,
                  boost::asio::cancellation_type type)
-        : task<Clock>(period_kind::one_shot, 2, &pool_access::owner(pool)), executor_(ex),
-          alloc_(alloc), type_(type)
+        : task<Clock>(period_kind::one_shot, 2, &pool_access::owner(pool)), type_(type),
+          executor_(ex)
     {}
+
+    // Posts the emission to the handler's executor, unless the operation has completed.
+    void post_emission() noexcept
+    {
+        std::lock_guard lock(mutex_);
+        if (done_)
+            return;
+        try
+        {
+            scheduler_service<Clock>::post_to(
+                boost::asio::query(*executor_, boost::asio::execution::context), nullptr, [&] {
+                    boost::asio::post(*executor_,
+                                      emission{boost::intrusive_ptr<timeout_task>(this)});
+                });
+        }
+        catch (...) // out of memory: the operation goes on without its timeout
+        {}
+    }
 
     void destroy_body() noexcept override {}
 
     void destroy() noexcept override
     {
-        allocator_type alloc(alloc_);
+        allocator_type alloc;
         this->~timeout_task();
         std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
     }
 
-    HandlerExecutor executor_;
-    allocator_type alloc_;
     const boost::asio::cancellation_type type_;
-    std::mutex mutex_;
-    bool done_ = false; // guarded by mutex_
+    std::recursive_mutex mutex_;
+    bool done_ = false;                       // guarded by mutex_
+    std::optional<HandlerExecutor> executor_; // guarded by mutex_: until done_
     boost::asio::cancellation_signal signal_;
 };
 

@@ -320,7 +320,7 @@ decltype(auto) basic_scheduled_thread_pool<Clock>::decorate(F&& f, Make make)
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
+bool basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
 {
     bool queued = false;
     try
@@ -342,6 +342,7 @@ void basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     }
     if (!queued) // shut down, or cancelled: reject() tells an operation's handler which
         reject(t);
+    return queued;
 }
 
 template <class Clock>
