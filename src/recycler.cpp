@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <utility>
+
+#include <pthread.h>
 
 namespace sched::detail {
 namespace {
@@ -200,6 +203,31 @@ void give_back(span_list& list, void* block) noexcept
     }
 }
 
+// A process forked while another thread holds a lock of the spans would find it locked for good:
+// the fork waits until it can take them all (in the order the other paths take them), and both
+// processes let go of them after.
+void lock_for_fork() noexcept
+{
+    for (span_list& list : spans)
+        list.mutex.lock();
+    reserve.mutex.lock();
+}
+
+void unlock_after_fork() noexcept
+{
+    reserve.mutex.unlock();
+    for (span_list& list : spans)
+        list.mutex.unlock();
+}
+
+// Before the first lock of the spans is taken.
+void handle_forks() noexcept
+{
+    static const bool handled =
+        pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork) == 0;
+    (void)handled; // without memory for the handlers, a fork is as unsafe as it was before
+}
+
 struct free_list
 {
     free_block* head;
@@ -209,6 +237,7 @@ struct free_list
 // Gives the blocks of a chain back to their spans.
 void give_back_all(std::size_t index, free_block* chain) noexcept
 {
+    handle_forks();
     span_list& list = spans[index];
     std::lock_guard lock(list.mutex);
     while (free_block* b = chain)
@@ -223,35 +252,48 @@ void give_back_all(std::size_t index, free_block* chain) noexcept
 struct thread_cache
 {
     free_list lists[class_count];
-    bool registered; // the closer below will empty the cache when the thread exits
+    bool registered; // close_cache() will empty the cache when the thread exits
     bool closed;     // it has done so
 };
 
 constinit thread_local thread_cache cache{};
 
-struct cache_closer
+// Run by a pthread key's destructor as the thread exits: after the thread_local objects' (whose
+// destructors may free blocks), and again for a thread that first registers in another key's
+// destructor (POSIX runs the destructors of keys set meanwhile in another round). A
+// thread_local's destructor would not run if registered that late.
+void close_cache(void*) noexcept
 {
-    cache_closer() = default;
-    cache_closer(const cache_closer&) = delete;
-    cache_closer& operator=(const cache_closer&) = delete;
-
-    ~cache_closer()
+    cache.closed = true;
+    for (std::size_t index = 0; index < class_count; ++index)
     {
-        cache.closed = true;
-        for (std::size_t index = 0; index < class_count; ++index)
-        {
-            free_list& list = cache.lists[index];
-            give_back_all(index, std::exchange(list.head, nullptr));
-            list.count = 0;
-        }
+        free_list& list = cache.lists[index];
+        give_back_all(index, std::exchange(list.head, nullptr));
+        list.count = 0;
     }
-};
+}
 
-void register_closer()
+// The key whose destructor closes a thread's cache; none if the system has no key left.
+const std::optional<pthread_key_t>& closer_key() noexcept
 {
-    thread_local cache_closer closer;
-    (void)closer;
+    static const std::optional<pthread_key_t> key = []() noexcept -> std::optional<pthread_key_t> {
+        pthread_key_t k;
+        if (pthread_key_create(&k, &close_cache) != 0)
+            return std::nullopt;
+        return k;
+    }();
+    return key;
+}
+
+// Arranges for close_cache() to run as this thread exits; false if it cannot (no key, or no
+// memory): the thread then keeps no blocks, and tries again later.
+bool register_closer() noexcept
+{
+    const std::optional<pthread_key_t>& key = closer_key();
+    if (!key || pthread_setspecific(*key, &cache) != 0)
+        return false;
     cache.registered = true;
+    return true;
 }
 
 // The cache of the class is empty: takes a batch of blocks from the spans, returns one and keeps
@@ -259,11 +301,12 @@ void register_closer()
 void* refill(std::size_t index)
 {
     free_list& cached = cache.lists[index];
-    const std::size_t batch =
+    std::size_t batch =
         cache.closed ? 1
                      : std::clamp(refill_bytes / block_size(index), std::size_t(1), refill_blocks);
-    if (batch > 1 && !cache.registered)
-        register_closer(); // not under the lock: it may allocate
+    if (batch > 1 && !cache.registered && !register_closer()) // not under the lock: it allocates
+        batch = 1;
+    handle_forks();
     span_list& list = spans[index];
     std::lock_guard lock(list.mutex);
     void* blocks[refill_blocks];
@@ -322,7 +365,7 @@ void recycled_deallocate(void* block, std::size_t size) noexcept
         return;
     }
     const std::size_t index = class_of(size);
-    if (cache.closed)
+    if (cache.closed || (!cache.registered && !register_closer()))
     {
         give_back_all(index, ::new (block) free_block{nullptr});
         return;
@@ -330,8 +373,6 @@ void recycled_deallocate(void* block, std::size_t size) noexcept
     free_list& cached = cache.lists[index];
     if (cached.count == cache_limit)
         spill(index);
-    if (!cache.registered)
-        register_closer();
     cached.head = ::new (block) free_block{cached.head};
     ++cached.count;
 }

@@ -4,6 +4,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +18,9 @@
 
 #include "support/recycler_probe.hpp"
 #include "support/resident_memory.hpp"
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using sched::detail::max_recycled_size;
 using sched::detail::recycled_allocate;
@@ -208,6 +213,88 @@ BOOST_AUTO_TEST_CASE(memory_freed_on_another_thread_goes_back_to_the_system)
     BOOST_TEST_REQUIRE(peak - before >= std::int64_t(count * size));
     BOOST_TEST(after - before < (peak - before) / 4,
                "before " << before << ", with the blocks " << peak << ", after " << after);
+}
+
+// A block that a thread first frees in a pthread key's destructor (the thread exit's last phase,
+// after its thread_local objects are gone) goes back to its span all the same: a thread_local
+// that would give it back, if made that late, would never be destroyed. The thread that
+// allocated each block gave back its cache as it ended; whatever stayed in the freeing threads'
+// caches would keep the memory resident.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling) *
+                     boost::unit_test::precondition(sched::test::resident_size_readable))
+BOOST_AUTO_TEST_CASE(a_block_first_freed_in_a_pthread_key_destructor_goes_back_to_its_span)
+{
+    constexpr std::size_t size = max_recycled_size;
+    constexpr int rounds = 5'000;
+    struct freeing_key
+    {
+        pthread_key_t key{};
+        freeing_key()
+        {
+            BOOST_TEST_REQUIRE(pthread_key_create(&key, [](void* block) {
+                                   recycled_deallocate(block, size);
+                               }) == 0);
+        }
+        ~freeing_key() { pthread_key_delete(key); }
+    } freeing;
+    // A round first, so that the spans it needs are there before the resident size is read.
+    auto round = [&] {
+        void* block = on_new_thread([] { return allocate_and_fill(size); });
+        on_new_thread([&] { return pthread_setspecific(freeing.key, block); });
+    };
+    round();
+    const std::int64_t before = sched::test::resident_bytes();
+    for (int i = 0; i < rounds; ++i)
+        round();
+    const std::int64_t after = sched::test::resident_bytes();
+    // Kept, the blocks would hold about 5 MB.
+    BOOST_TEST(after - before < std::int64_t(rounds * size / 4),
+               "before " << before << ", after " << after);
+}
+
+// A process forked while another thread holds a lock of the spans would find it locked for good:
+// the fork waits for the locks, so the child can allocate and free (more than its cache holds:
+// it takes the locks).
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
+BOOST_AUTO_TEST_CASE(a_process_forked_while_another_thread_uses_the_recycler_can_use_it,
+                     *boost::unit_test::timeout(120))
+{
+    constexpr std::size_t size = 56;
+    constexpr std::size_t count = 2'000; // more than a thread's cache keeps of a class
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+        std::vector<void*> blocks(count);
+        while (!stop.load())
+        {
+            for (void*& block : blocks)
+                block = recycled_allocate(size);
+            for (void* block : blocks)
+                recycled_deallocate(block, size);
+        }
+    });
+    std::vector<void*> blocks(count); // the child's, so that it needs no other memory
+    int stuck = 0;
+    for (int i = 0; i < 50 && stuck == 0; ++i)
+    {
+        const pid_t child = fork();
+        BOOST_TEST_REQUIRE(child >= 0);
+        if (child == 0)
+        {
+            std::signal(SIGALRM, SIG_DFL); // not the test runner's handler: the child ends
+            alarm(5);                      // stuck on a lock, it is killed
+            for (void*& block : blocks)
+                block = recycled_allocate(size);
+            for (void* block : blocks)
+                recycled_deallocate(block, size);
+            _exit(0);
+        }
+        int status = 0;
+        BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
+        stuck += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    stop.store(true);
+    churn.join();
+    BOOST_TEST(stuck == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
