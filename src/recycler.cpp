@@ -220,14 +220,6 @@ void unlock_after_fork() noexcept
         list.mutex.unlock();
 }
 
-// Before the first lock of the spans is taken.
-void handle_forks() noexcept
-{
-    static const bool handled =
-        pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork) == 0;
-    (void)handled; // without memory for the handlers, a fork is as unsafe as it was before
-}
-
 struct free_list
 {
     free_block* head;
@@ -237,7 +229,6 @@ struct free_list
 // Gives the blocks of a chain back to their spans.
 void give_back_all(std::size_t index, free_block* chain) noexcept
 {
-    handle_forks();
     span_list& list = spans[index];
     std::lock_guard lock(list.mutex);
     while (free_block* b = chain)
@@ -273,24 +264,41 @@ void close_cache(void*) noexcept
     }
 }
 
-// The key whose destructor closes a thread's cache; none if the system has no key left.
-const std::optional<pthread_key_t>& closer_key() noexcept
+// Set up as the program starts, before any thread can hold a lock of the spans (a fork handler
+// registered later could miss a lock taken meanwhile): the key whose destructor closes a
+// thread's cache (none if the system has no key left), and the fork handlers. The key goes with
+// the library (a dlclose), so that no thread runs close_cache() after.
+struct process_hooks
 {
-    static const std::optional<pthread_key_t> key = []() noexcept -> std::optional<pthread_key_t> {
-        pthread_key_t k;
-        if (pthread_key_create(&k, &close_cache) != 0)
-            return std::nullopt;
-        return k;
-    }();
-    return key;
-}
+    std::optional<pthread_key_t> closer_key;
+
+    process_hooks() noexcept
+    {
+        pthread_key_t key;
+        if (pthread_key_create(&key, &close_cache) == 0)
+            closer_key = key;
+        // Without memory for the handlers, a fork is as unsafe as without them.
+        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+    }
+
+    ~process_hooks()
+    {
+        if (closer_key)
+            pthread_key_delete(*std::exchange(closer_key, std::nullopt));
+    }
+
+    process_hooks(const process_hooks&) = delete;
+    process_hooks& operator=(const process_hooks&) = delete;
+};
+
+process_hooks hooks;
 
 // Arranges for close_cache() to run as this thread exits; false if it cannot (no key, or no
-// memory): the thread then keeps no blocks, and tries again later.
+// memory; or before the program has started, or after it has ended): the thread then keeps no
+// blocks, and tries again later.
 bool register_closer() noexcept
 {
-    const std::optional<pthread_key_t>& key = closer_key();
-    if (!key || pthread_setspecific(*key, &cache) != 0)
+    if (!hooks.closer_key || pthread_setspecific(*hooks.closer_key, &cache) != 0)
         return false;
     cache.registered = true;
     return true;
@@ -306,7 +314,6 @@ void* refill(std::size_t index)
                      : std::clamp(refill_bytes / block_size(index), std::size_t(1), refill_blocks);
     if (batch > 1 && !cache.registered && !register_closer()) // not under the lock: it allocates
         batch = 1;
-    handle_forks();
     span_list& list = spans[index];
     std::lock_guard lock(list.mutex);
     void* blocks[refill_blocks];

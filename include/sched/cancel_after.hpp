@@ -67,8 +67,10 @@ private:
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a
  * shutdown() that drops delayed tasks drops it, and the operation goes on without its timeout,
  * as it does when memory runs out as the timeout is queued (once the operation has started). A
- * pool already shut down cannot time the operation: cancellation is emitted at once, through the
- * same executor, rather than let it run unbounded.
+ * pool already shut down (by any of them) cannot time an operation started afterwards:
+ * cancellation is emitted at once, through the same executor, rather than let it run unbounded;
+ * so during a graceful shutdown(), bounded operations started before it keep their timeouts, and
+ * those started after it end at once.
  *
  * The timeout's memory comes from the recycler, not the handler's allocator: the pool may hold
  * the timeout until after the handler has run. The timeout lets go of the handler's executor as

@@ -43,9 +43,9 @@ namespace sched {
  * moves as before). A second async_wait() while one is armed completes with `already_started`
  * and leaves the armed one alone.
  *
- * The wait's memory comes from its handler's associated allocator; unlike the scheduler's
- * operations, it is freed when the deadline next arms, or is destroyed, rather than before the
- * handler runs.
+ * The wait's memory comes from the recycler, whatever the handler's associated allocator
+ * (whose memory Asio frees before the handler runs): the deadline keeps the wait until it next
+ * arms, or is destroyed.
  *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: Unsafe, as for Asio's timers: call its functions from

@@ -216,9 +216,12 @@ BOOST_AUTO_TEST_CASE(a_timeout_released_after_its_handlers_context_is_gone_touch
         parked.emplace(std::move(handler));
     };
     std::optional<error_code> result;
-    auto token = sched::cancel_after(
-        scheduler, 1s, boost::asio::bind_executor(*strand, [&](error_code ec) { result = ec; }));
-    boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    {
+        auto token = sched::cancel_after( // it holds a copy of the strand: it goes first
+            scheduler, 1s,
+            boost::asio::bind_executor(*strand, [&](error_code ec) { result = ec; }));
+        boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    }
     // Due: the worker posts the emission to the strand, then waits in after_execute with the
     // queue's reference to the timeout.
     manual_clock::advance(1s);

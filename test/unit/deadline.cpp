@@ -1,5 +1,6 @@
 #include <sched/deadline.hpp>
 
+#include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "support/counting_allocator.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
 #include "support/wait.hpp"
@@ -52,6 +54,25 @@ BOOST_FIXTURE_TEST_CASE(an_unarmed_deadline_keeps_its_expiry_for_the_next_wait, 
     complete_one();
     BOOST_TEST((result && !*result));
     BOOST_TEST(!deadline.armed());
+}
+
+// The deadline keeps its wait after the handler has run (until it next arms): the wait's memory
+// is the recycler's, so whatever the handler's allocator gave has gone back before it runs.
+BOOST_FIXTURE_TEST_CASE(a_handlers_allocator_has_every_byte_back_before_it_runs, deadline_fixture)
+{
+    sched::test::allocation_log log;
+    std::optional<long> live_as_it_ran;
+    deadline.expires_after(1s);
+    deadline.async_wait(
+        boost::asio::bind_allocator(sched::test::counting_allocator<void>(log), [&](error_code ec) {
+            result = ec;
+            live_as_it_ran = log.live();
+        }));
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(live_as_it_ran.value_or(-1) == 0);
+    BOOST_TEST(log.live() == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last_expiry,

@@ -160,10 +160,16 @@ public:
                                                     task_result<Work>,
                                                     std::type_identity<void>>::type;
     // The handler's allocator; the recycler if it has none or names std::allocator (as
-    // use_future does), as Asio recycles its own operations then.
-    using allocator_type = typename std::allocator_traits<decltype(node_allocator(
-        std::declval<boost::asio::associated_allocator_t<Handler, recycling_allocator<void>>>()))>::
-        template rebind_alloc<async_task>;
+    // use_future does), as Asio recycles its own operations then. A deadline's wait, which its
+    // deadline keeps after the handler has run, takes the recycler's always: Asio's contract
+    // frees the handler allocator's memory before the handler runs.
+    using allocator_type = std::conditional_t<
+        Kind == async_kind::deadline_wait,
+        recycling_allocator<async_task>,
+        typename std::allocator_traits<decltype(node_allocator(
+            std::declval<
+                boost::asio::associated_allocator_t<Handler, recycling_allocator<void>>>()))>::
+            template rebind_alloc<async_task>>;
 
     struct options
     {
@@ -191,8 +197,7 @@ public:
                                                   time_point due,
                                                   options opts)
     {
-        allocator_type alloc(node_allocator(
-            boost::asio::get_associated_allocator(handler, recycling_allocator<void>())));
+        allocator_type alloc = allocator_for(handler);
         async_task* t = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try
         {
@@ -381,6 +386,16 @@ public:
 
 private:
     using handler_allocator = boost::asio::associated_allocator_t<Handler>;
+
+    template <class H>
+    static allocator_type allocator_for(const H& handler) noexcept
+    {
+        if constexpr (Kind == async_kind::deadline_wait)
+            return {};
+        else
+            return allocator_type(node_allocator(
+                boost::asio::get_associated_allocator(handler, recycling_allocator<void>())));
+    }
 
     // The node on its way to the handler's executor; destroyed unrun (its executor's context is
     // gone), it destroys the handler without invoking it, as Asio does.

@@ -19,9 +19,10 @@ namespace sched::detail {
 // span whose blocks are all back goes back to the system (one empty span per class is kept).
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned to 16 bytes if its size is a
-// multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits, even
-// when the thread first frees a block in a pthread key's destructor; a process forked from a
-// threaded one may use the recycler (the fork waits for the spans' locks).
+// multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits (the
+// main thread's is left to the process's end), even when the thread first frees a block in a
+// pthread key's destructor; a process forked from a threaded one may use the recycler (the fork
+// waits for the spans' locks).
 inline constexpr std::size_t max_recycled_size = 1024;
 inline constexpr bool recycles_blocks = !under_address_sanitizer;
 
