@@ -57,11 +57,12 @@ struct pool_executor_bits
  * executor is pending. Once a shut-down pool has run out of work, or shutdown_now() or the
  * destructor has stopped the pool, a submitted function is destroyed without being invoked,
  * before the submitting call returns (a stopped Asio execution context does not invoke it
- * either). A function submitted just as a shut-down pool runs out of work is either counted
- * before the pool becomes idle, and then runs, or destroyed: it is never left in the queue of a
- * pool without workers. Functions still queued when the pool stops are among the handles that
- * shutdown_now() returns; dropping a handle, as the destructor does, destroys the function
- * without invoking it.
+ * either); except one that `blocking.possibly` or `always` runs inside execute(), on a worker
+ * still finishing its run (as on a thread of Asio's thread_pool). A function submitted just as a
+ * shut-down pool runs out of work is either counted before the pool becomes idle, and then runs, or
+ * destroyed: it is never left in the queue of a pool without workers. Functions still queued when
+ * the pool stops are among the handles that shutdown_now() returns; dropping a handle, as the
+ * destructor does, destroys the function without invoking it.
  *
  * @par Lifetime
  * An executor must not be used once its pool's destruction has begun; a tracked executor must be

@@ -83,7 +83,10 @@ class basic_pool_executor;
  *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: Safe, except that the destructor must not run
- * concurrently with any other use of the pool or of its futures.
+ * concurrently with any other use of the pool or of its futures: a cancel() of one of its
+ * futures, or the destruction of a tracked executor, on another thread must have returned
+ * (join that thread, say) before the pool is destroyed. await_termination() does not wait for
+ * such calls still in progress: the pool may have gone idle on their first step.
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_scheduled_thread_pool : public boost::asio::execution_context,
@@ -207,11 +210,14 @@ public:
      * them) still run when due unless execute_existing_delayed_tasks_after_shutdown is
      * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
      * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
-     * see await_termination(). Calling it again has no effect.
+     * see await_termination(). Calling it again has no effect, unless the last call threw: then
+     * it drops what that one could not.
      *
      * The executor still accepts functions, which run whatever the policies say: they continue
      * work the pool accepted. The pool terminates once no task, executor function or tracked
      * executor is left.
+     * @throws std::bad_alloc if there is no memory to drop the tasks: the pool is shut down all
+     * the same, and they stay queued until it is called again.
      */
     void shutdown();
 
@@ -378,6 +384,9 @@ private:
     static constexpr std::size_t idle_bit = ~(~std::size_t(0) >> 1);
     std::stop_source stop_;     // the workers exit; running stop-token tasks see it
     std::mutex shutdown_mutex_; // one shutdown() or shutdown_now() at a time
+    // A shutdown() ran out of memory before it dropped what the policies drop: the next call
+    // drops it. Guarded by shutdown_mutex_.
+    bool drop_owed_ = false;
     std::vector<std::thread> workers_;
     std::atomic<std::size_t> live_workers_{0};
     mutable std::mutex termination_mutex_;

@@ -192,6 +192,31 @@ BOOST_DATA_TEST_CASE(shutdown_now_out_of_memory_loses_no_task_and_the_next_call_
     BOOST_TEST(pool.await_termination(60s));
 }
 
+// Out of memory, shutdown() is done all the same, but the tasks its policies drop stay queued (a
+// periodic one would keep the pool from terminating): called again, it drops them.
+BOOST_AUTO_TEST_CASE(a_shutdown_out_of_memory_drops_its_tasks_when_called_again,
+                     *boost::unit_test::timeout(60))
+{
+    constexpr std::size_t count = 100;
+    manual_pool pool(single_worker());
+    std::vector<manual_future<void>> futures;
+    futures.reserve(count);
+    for (std::size_t i = 0; i < count; ++i)
+        futures.push_back(pool.schedule_at_fixed_rate(1h + i * 1s, 1h, [] {}));
+    sched::test::fail_allocation_of_at_least(count * sizeof(void*)); // the room to take them
+    BOOST_CHECK_THROW(pool.shutdown(), std::bad_alloc);
+    sched::test::fail_allocation_of_at_least(0);
+    BOOST_TEST(pool.is_shutdown());
+    BOOST_TEST(pool.queue().size() == count); // nothing dropped, nothing lost
+    BOOST_TEST((futures.back().state() == future_state::pending));
+    pool.shutdown();
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(futures.back().is_cancelled());
+    BOOST_TEST(pool.await_termination(60s));
+    pool.shutdown(); // nothing owed: no effect
+    BOOST_TEST(pool.is_terminated());
+}
+
 BOOST_AUTO_TEST_CASE(shutdown_now_lets_a_running_task_finish_and_requests_its_stop,
                      *boost::unit_test::timeout(60))
 {

@@ -184,9 +184,10 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
 {
     std::lock_guard lock(shutdown_mutex_); // a second caller returns once the first is done
     run_state expected = run_state::running;
-    if (!state_.compare_exchange_strong(expected, run_state::shutdown))
+    if (state_.compare_exchange_strong(expected, run_state::shutdown))
+        queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
+    else if (expected != run_state::shutdown || !drop_owed_)
         return;
-    queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
     // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
     std::exception_ptr failure;
     std::vector<task_ptr> dropped = take_queued(
@@ -194,6 +195,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
             return t.state() != future_state::pending || !keeps_after_shutdown(t, t.due_time());
         },
         failure);
+    drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for the next call
     for (task_ptr& t : dropped)
         retire_cancelled(std::move(t));
     stop_if_idle(); // if nothing is queued or running, the workers may go
@@ -620,7 +622,8 @@ void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
     // Called by cancel() on any thread, which holds a reference to t. It may be the last task
     // of a shut-down pool: whether the pool is then idle is decided as it leaves the queue,
     // since from then on another thread may find the pool idle, let the workers go and see the
-    // pool destroyed. Until the workers are let go, the pool is still there.
+    // pool destroyed. Until the workers are let go, the pool is still there. (A cancel() on
+    // another thread still in here as the pool is destroyed is a race the class's docs forbid.)
     if (!removes_cancelled(t))
         return;
     bool idle = false;
