@@ -78,7 +78,7 @@ public:
     void emit(boost::asio::cancellation_type type) noexcept
     {
         std::lock_guard lock(mutex_);
-        if (!done_)
+        if (executor_) // not done
             signal_.emit(type);
     }
 
@@ -89,8 +89,7 @@ public:
         std::optional<HandlerExecutor> executor;
         {
             std::lock_guard lock(mutex_);
-            done_ = true;
-            executor.swap(executor_);
+            executor.swap(executor_); // done
         }
         this->cancel(false);
     }
@@ -132,7 +131,7 @@ private:
     void post_emission() noexcept
     {
         std::lock_guard lock(mutex_);
-        if (done_)
+        if (!executor_) // done
             return;
         try
         {
@@ -157,8 +156,8 @@ private:
 
     const boost::asio::cancellation_type type_;
     std::recursive_mutex mutex_;
-    bool done_ = false;                       // guarded by mutex_
-    std::optional<HandlerExecutor> executor_; // guarded by mutex_: until done_
+    // The handler's executor until the operation is done (finish()); guarded by mutex_.
+    std::optional<HandlerExecutor> executor_;
     boost::asio::cancellation_signal signal_;
 };
 
