@@ -177,7 +177,7 @@ public:
 
     /// Like take(), and calls @p on_take(task) under the queue's lock as the task leaves: whoever
     /// counts the tasks it holds outside the queue counts this one before anyone can see the
-    /// queue without it (see if_empty()). @p on_take must not throw.
+    /// queue without it (see under_locks()). @p on_take must not throw.
     template <class OnTake>
     node* take(std::stop_token stop, OnTake on_take)
     {
@@ -197,11 +197,11 @@ public:
     /// Like take(), but gives up and returns nullptr once the clock reaches @p deadline.
     node* poll_until(time_point deadline, std::stop_token stop = {});
 
-    /// Calls @p f() under the queue's locks if no task is queued: no task is pushed or taken
-    /// meanwhile.
-    /** @returns what @p f returned; false, without calling it, if a task is queued. */
+    /// Calls @p f(empty) under the queue's locks, `empty` saying whether no task is queued: no
+    /// task is pushed or taken meanwhile.
+    /** @returns what @p f returned. */
     template <class F>
-    bool if_empty(F f);
+    decltype(auto) under_locks(F f);
 
     /// Removes @p task if it is queued here: O(log n) through its recorded heap index.
     /** @returns true if it was removed; false if it was not in this queue. */

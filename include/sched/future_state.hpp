@@ -10,10 +10,14 @@ namespace sched {
  * Possible transitions:
  * - pending → completing → normal (the task returned)
  * - pending → completing → exceptional (the task threw)
- * - pending → cancelled (cancel(false))
+ * - pending → cancelling → cancelled (cancel(false))
  * - pending → interrupting → interrupted (cancel(true))
  *
- * A periodic task stays pending between runs. A task that is running is still pending.
+ * A periodic task stays pending between runs. A task that is running is still pending. The
+ * transient states last while the call that made them finishes its work (a cancel, while it
+ * tells the pool); a task in one is done (is_done()) and waiters return, and cancelling and
+ * interrupting ones are cancelled (is_cancelled()). cancel(true) requests stop once the task is
+ * interrupted.
  */
 enum class future_state : std::uint8_t
 {
@@ -21,9 +25,10 @@ enum class future_state : std::uint8_t
     completing,   ///< Its result is being stored; transient.
     normal,       ///< It returned; get() gives the value.
     exceptional,  ///< It threw; get() rethrows the exception.
+    cancelling,   ///< Being cancelled without interruption; transient.
     cancelled,    ///< Cancelled without interruption.
     interrupting, ///< Being cancelled with interruption; transient.
-    interrupted,  ///< Cancelled with interruption: a running task saw stop requested.
+    interrupted,  ///< Cancelled with interruption: a task taking a std::stop_token sees it stop.
 };
 
 } // namespace sched

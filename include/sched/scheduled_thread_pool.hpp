@@ -83,10 +83,10 @@ class basic_pool_executor;
  *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: Safe, except that the destructor must not run
- * concurrently with any other use of the pool or of its futures: a cancel() of one of its
- * futures, or the destruction of a tracked executor, on another thread must have returned
- * (join that thread, say) before the pool is destroyed. await_termination() does not wait for
- * such calls still in progress: the pool may have gone idle on their first step.
+ * concurrently with a call on the pool or on one of its executors. Its futures and handles may
+ * be cancelled on any thread meanwhile: the destructor waits for such a call to be done with
+ * the pool (the stop callbacks of cancel(true) may run after it). A tracked executor whose
+ * release let await_termination() return is done with the pool by then.
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_scheduled_thread_pool : public boost::asio::execution_context,
@@ -339,6 +339,10 @@ private:
     bool removes_cancelled(const task_type& t) const noexcept;
     bool belongs_in_queue(const task_type& t) const noexcept;
     void on_cancelled(task_type& t) noexcept override;
+    // Takes the cancelled task `t` out of the queue if the policies say so, calls then(), and
+    // only then retires it if it took it: then() may end a cancel that a holder waits for.
+    template <class Then>
+    void take_out_cancelled(task_type& t, Then then) noexcept;
     // Counts one more task held outside the queue, or tracked executor (even once the pool has
     // gone idle after shutdown: finish_pending() gives it back all the same).
     void take_pending() noexcept;
@@ -347,9 +351,9 @@ private:
     // workers go.
     void stop_if_idle() noexcept;
     // Under the queue's lock, with nothing queued: marks the pool idle if it is shut down and
-    // nothing is pending either; returns whether it did (the caller then lets the workers go).
-    bool become_idle() noexcept;
-    void stop_workers() noexcept;
+    // nothing is pending either. Returns the workers' stop source if it did, for the caller to
+    // request once the lock is free (the pool may be gone by then); else one with no state.
+    std::stop_source become_idle() noexcept;
 
     // Whether this thread is one of the pool's workers.
     bool runs_this_thread() const noexcept { return detail::this_thread_pool() == this; }
@@ -377,11 +381,14 @@ private:
     queue_type queue_;
     std::atomic<run_state> state_{run_state::running};
     // Tasks taken out of the queue by a worker and not yet done with (detached runs included),
-    // and tracked executors: the queued tasks are the queue's size. When both are zero after
-    // shutdown, idle_bit joins it for good: nothing can be queued again, and the workers are
-    // stopped. Arming and cancelling a task touch neither.
+    // and tracked executors: the queued tasks are the queue's size. closing_bit joins it as the
+    // pool shuts down (the same fact as state_, in this word so that the step to zero knows
+    // whether the pool may go idle). When both are zero after shutdown, idle_bit joins it for
+    // good: nothing can be queued again, and the workers are stopped. Arming and cancelling a
+    // task touch neither.
     std::atomic<std::size_t> pending_{0};
     static constexpr std::size_t idle_bit = ~(~std::size_t(0) >> 1);
+    static constexpr std::size_t closing_bit = idle_bit >> 1;
     std::stop_source stop_;     // the workers exit; running stop-token tasks see it
     std::mutex shutdown_mutex_; // one shutdown() or shutdown_now() at a time
     // A shutdown() ran out of memory before it dropped what the policies drop: the next call

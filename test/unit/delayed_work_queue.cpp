@@ -492,9 +492,9 @@ BOOST_AUTO_TEST_CASE(take_tells_its_callback_of_each_task_it_takes_and_of_no_oth
     BOOST_TEST(queue.size() == 1u);
 }
 
-// What the pool's idleness rests on: a task is counted by take's callback before if_empty() can
-// find the queue without it.
-BOOST_AUTO_TEST_CASE(if_empty_never_sees_a_taken_task_uncounted, *boost::unit_test::timeout(60))
+// What the pool's idleness rests on: a task is counted by take's callback before under_locks()
+// can find the queue without it.
+BOOST_AUTO_TEST_CASE(under_locks_never_sees_a_taken_task_uncounted, *boost::unit_test::timeout(60))
 {
     constexpr int tasks = 2000;
     for (int i = 0; i < tasks; ++i)
@@ -505,33 +505,30 @@ BOOST_AUTO_TEST_CASE(if_empty_never_sees_a_taken_task_uncounted, *boost::unit_te
             (void)queue.take({}, [&](node&) noexcept { counted.fetch_add(1); });
     });
     int seen = -1;
-    while (!queue.if_empty([&] {
-        seen = counted.load();
-        return true;
+    while (!queue.under_locks([&](bool empty) {
+        if (empty)
+            seen = counted.load();
+        return empty;
     }))
     {}
     taker.get();
     BOOST_TEST(seen == tasks);
 }
 
-BOOST_AUTO_TEST_CASE(if_empty_calls_its_function_only_while_nothing_is_queued)
+BOOST_AUTO_TEST_CASE(under_locks_says_whether_anything_is_queued_and_returns_what_f_does)
 {
-    int called = 0;
-    BOOST_TEST(queue.if_empty([&] {
-        ++called;
-        return true;
-    }));
-    BOOST_TEST(!queue.if_empty([&] {
-        ++called;
-        return false; // what it returns is what if_empty returns
-    }));
-    BOOST_TEST(called == 2);
-    queue.push(make(1), 10s);
-    BOOST_TEST(!queue.if_empty([&] {
-        ++called;
-        return true;
-    }));
-    BOOST_TEST(called == 2);
+    std::vector<bool> seen;
+    const auto note = [&](bool empty) {
+        seen.push_back(empty);
+        return seen.size();
+    };
+    BOOST_TEST(queue.under_locks(note) == 1u);
+    auto& a = make(1);
+    queue.push(a, 10s);
+    BOOST_TEST(queue.under_locks(note) == 2u);
+    BOOST_TEST(queue.remove(a));
+    BOOST_TEST(queue.under_locks(note) == 3u);
+    BOOST_TEST(seen == (std::vector<bool>{true, false, true}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(poll_gives_up_when_the_clock_passes_its_deadline,

@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(a_removal_tells_the_queue_is_empty_once_the_far_tier_is_clo
     BOOST_TEST(queue.remove(storage[3], note));
     BOOST_TEST(emptied == (std::vector<bool>{false, false, false, true}),
                boost::test_tools::per_element());
-    BOOST_TEST(queue.if_empty([] { return true; }));
+    BOOST_TEST(queue.under_locks([](bool empty) { return empty; }));
 }
 
 BOOST_AUTO_TEST_CASE(bad_far_tier_settings_are_refused)

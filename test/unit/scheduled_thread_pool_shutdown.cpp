@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <exception>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -432,6 +433,33 @@ BOOST_AUTO_TEST_CASE(destroying_the_pool_waits_for_a_running_task, *boost::unit_
     }
     BOOST_TEST(running.is_done());
     BOOST_TEST(running.get() == 1);
+}
+
+// Stop callbacks run once the cancel is over: one may shut the pool down and destroy it, which
+// wait for cancels still under way, without waiting for the call it runs in.
+BOOST_AUTO_TEST_CASE(a_stop_callback_may_shut_the_pool_down_and_destroy_it_inside_cancel,
+                     *boost::unit_test::timeout(60))
+{
+    std::stop_token task_token;
+    counter ran;
+    auto pool = std::make_unique<manual_pool>(1);
+    manual_future<void> periodic =
+        pool->schedule_with_fixed_delay(0s, 1h, [&](std::stop_token stop) {
+            task_token = stop;
+            ran.increment();
+        });
+    BOOST_TEST_REQUIRE(ran.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(eventually([&] { return pool->queue().size() == 1; })); // queued again
+    bool stopped_pool = false;
+    const std::stop_callback on_stop(task_token, [&] {
+        pool->shutdown();
+        pool.reset();
+        stopped_pool = true;
+    });
+    BOOST_TEST(periodic.cancel(true));
+    BOOST_TEST(stopped_pool);
+    BOOST_TEST((periodic.state() == future_state::interrupted));
+    BOOST_TEST(ran.value() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(await_termination_with_a_timeout_reports_a_live_pool)

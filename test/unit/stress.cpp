@@ -4,6 +4,8 @@
 #include <sched/error.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/prefer.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -225,6 +227,56 @@ BOOST_AUTO_TEST_CASE(periodic_tasks_cancelled_from_other_threads_stop_and_never_
     {
         BOOST_TEST_REQUIRE(futures[i].is_cancelled());
         BOOST_TEST_REQUIRE(!states[i].overlapped.load());
+    }
+}
+
+// A pool destroyed as soon as it has terminated, while other threads are still inside cancel()
+// calls on its futures and releasing a tracked executor: each call is done with the pool before
+// the pool can terminate (the sanitizer builds see any access after). Every task runs at most
+// once and is done, ran or cancelled.
+BOOST_AUTO_TEST_CASE(pools_destroyed_as_they_terminate_outlast_the_calls_under_way,
+                     *boost::unit_test::timeout(600))
+{
+    constexpr int rounds = 200;
+    constexpr int tasks = 8;
+    for (int round = 0; round < rounds; ++round)
+    {
+        auto pool = std::make_unique<sched::scheduled_thread_pool>(1);
+        std::vector<std::atomic<int>> runs(tasks);
+        std::vector<sched::scheduled_future<void>> futures;
+        for (int i = 0; i < tasks; ++i) // half due now, half in an hour
+            futures.push_back(pool->schedule(i % 2 == 0 ? 0h : 1h, [&runs, i] { ++runs[i]; }));
+        auto tracked = boost::asio::prefer(pool->get_executor(),
+                                           boost::asio::execution::outstanding_work.tracked);
+        std::atomic<bool> go{false};
+        std::atomic<int> cancels{0};
+        std::thread canceller([&] {
+            while (!go.load())
+                std::this_thread::yield();
+            for (int i = 0; i < tasks; ++i)
+                cancels +=
+                    futures[static_cast<std::size_t>(i)].cancel((i + round) % 3 == 0) ? 1 : 0;
+        });
+        std::thread releaser([&go, executor = std::move(tracked)]() mutable {
+            while (!go.load())
+                std::this_thread::yield();
+            const auto released = std::move(executor);
+        });
+        pool->shutdown(); // the tasks due in an hour keep it alive until cancelled
+        go.store(true);
+        pool->await_termination();
+        pool.reset();
+        canceller.join();
+        releaser.join();
+        int cancelled = 0;
+        for (std::size_t i = 0; i < futures.size(); ++i)
+        {
+            BOOST_TEST_REQUIRE(futures[i].is_done());
+            BOOST_TEST_REQUIRE(runs[i].load() <= 1);
+            BOOST_TEST_REQUIRE((runs[i].load() == 1 || futures[i].is_cancelled()));
+            cancelled += futures[i].is_cancelled() ? 1 : 0;
+        }
+        BOOST_TEST_REQUIRE(cancels.load() == cancelled);
     }
 }
 

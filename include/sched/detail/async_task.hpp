@@ -300,7 +300,7 @@ public:
             // context waits for it, as for a tick that a worker runs (see scheduler_service);
             // unless that context is its I/O context itself, which destroys the tick unrun only
             // after its service has stopped waiting: there it counts again as it runs.
-            this->set_owner(nullptr); // the pool may be gone by then: see owner_link
+            this->disown(); // the pool may be gone by then: see owner_link
             scheduler_service<Clock>* const counted = counted_ ? service_ : nullptr;
             boost::asio::execution_context& target = boost::asio::query(
                 boost::asio::get_associated_executor(work_), boost::asio::execution::context);
@@ -473,7 +473,10 @@ private:
             {
                 t_->tick_work_.reset(); // while that context can still take it
                 t_->cancel(false);
-                t_->link_->finish_run(*std::exchange(t_, nullptr), nullptr);
+                // Through a copy of the link: the run's end may free the node, and the node's
+                // may be the link's last owner.
+                const std::shared_ptr<owner_link<Clock>> link = t_->link_;
+                link->finish_run(*std::exchange(t_, nullptr), nullptr);
             }
         }
 
@@ -487,7 +490,8 @@ private:
             }
             // Cancelled on its way here: it does not tick, as a worker would not.
             std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
-            t->link_->finish_run(*t, std::move(e));
+            const std::shared_ptr<owner_link<Clock>> link = t->link_; // as in the destructor
+            link->finish_run(*t, std::move(e));
         }
 
         // Whether it was moved on (or ran): it holds nothing then.

@@ -33,7 +33,7 @@ struct pool_access
     template <class Clock>
     static void withdraw(basic_scheduled_thread_pool<Clock>& pool, task<Clock>& t) noexcept
     {
-        static_cast<task_owner<Clock>&>(pool).on_cancelled(t);
+        pool.take_out_cancelled(t, []() noexcept {});
     }
 
     // Moves a queued task to `due` in place; false if it is not queued (it ran, or is running).

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <stop_token>
+#include <thread>
 #include <utility>
 
 namespace sched::detail {
@@ -35,6 +36,10 @@ template <class Clock>
 class task_owner
 {
 public:
+    // Called by t.cancel() on the cancelling thread, with t in its transient state: whoever holds
+    // t waits for that state to end before letting go of it (see task::await_canceller()). Must
+    // end it (t.end_cancel()) once it touches nothing of the owner's any more, and before it lets
+    // go of t.
     virtual void on_cancelled(task<Clock>& t) noexcept = 0;
 
     // A detached run has ended: takes back the runner's reference to `t`, which is not queued.
@@ -70,35 +75,69 @@ public:
     friend void intrusive_ptr_add_ref(task* t) noexcept { t->add_ref(); }
     friend void intrusive_ptr_release(task* t) noexcept { t->release(); }
 
-    future_state state() const noexcept { return state_.load(std::memory_order_acquire); }
+    // Sequentially consistent: see set_owner() and disown().
+    future_state state() const noexcept { return state_.load(); }
     bool is_done() const noexcept { return state() != future_state::pending; }
-    bool is_cancelled() const noexcept { return state() >= future_state::cancelled; }
+    bool is_cancelled() const noexcept { return state() >= future_state::cancelling; }
     bool is_periodic() const noexcept { return kind_ != period_kind::one_shot; }
     period_kind kind() const noexcept { return kind_; }
 
-    void set_owner(task_owner<Clock>* owner) noexcept
+    // A detached run hands the task back to its owner, which then reads the state: a cancel()
+    // either finds the owner or is seen there (both sequentially consistent, as cancel() is).
+    void set_owner(task_owner<Clock>* owner) noexcept { owner_.store(owner); }
+
+    // The owner lets go of a task that may outlive it, pending or not: a cancel() from now on
+    // tells no one. Returns once a cancel() that found the owner has finished with it.
+    void disown() noexcept
     {
-        owner_.store(owner, std::memory_order_release);
+        // Sequentially consistent, as cancel()'s transition and load: either that load sees
+        // null, or await_canceller() sees the transition.
+        owner_.store(nullptr);
+        await_canceller();
     }
 
-    // pending → cancelled, or pending → interrupting → interrupted (then a running body that
-    // takes a std::stop_token sees stop requested). Wakes waiters, then tells the owner.
+    // pending → cancelling → cancelled, or pending → interrupting → interrupted (then a running
+    // body that takes a std::stop_token sees stop requested). Wakes waiters, then tells the
+    // owner, which ends the transient state. Interrupting needs a reference to the task.
     bool cancel(bool may_interrupt) noexcept
     {
         future_state expected = future_state::pending;
         if (!state_.compare_exchange_strong(expected, may_interrupt ? future_state::interrupting
-                                                                    : future_state::cancelled))
+                                                                    : future_state::cancelling))
             return false;
-        if (may_interrupt)
-        {
-            request_stop();
-            state_.store(future_state::interrupted);
-        }
         note_cancelled();
         wake_waiters();
-        if (task_owner<Clock>* owner = owner_.load(std::memory_order_acquire))
-            owner->on_cancelled(*this);
+        if (task_owner<Clock>* owner = owner_.load())
+            owner->on_cancelled(*this); // without a reference, the task may be gone after
+        else
+            end_cancel();
+        // Only once the cancel has ended: a stop callback may shut the pool down or destroy it,
+        // which waits for cancels under way.
+        if (may_interrupt)
+            request_stop();
         return true;
+    }
+
+    // The cancelling thread only: the transient state ends (cancelling → cancelled,
+    // interrupting → interrupted). No lock: a holder polls for it (await_canceller()).
+    void end_cancel() noexcept
+    {
+        state_.store(state_.load(std::memory_order_relaxed) == future_state::interrupting
+                         ? future_state::interrupted
+                         : future_state::cancelled,
+                     std::memory_order_release);
+    }
+
+    // Before a holder lets go of a task that is not pending (its owner may be gone once it has,
+    // or the task itself): returns once a cancel() on another thread has finished with its owner
+    // (Java's runner waits for an interrupting cancel likewise). The wait is short: no user code
+    // runs in it, only the library's bookkeeping (the queue's and its timers' locks, say).
+    void await_canceller() const noexcept
+    {
+        for (future_state s = state_.load();
+             s == future_state::cancelling || s == future_state::interrupting;
+             s = state_.load(std::memory_order_acquire))
+            std::this_thread::yield();
     }
 
     // Runner only: runs the body once on this thread. A one-shot task completes; a periodic task
@@ -232,13 +271,13 @@ private:
     virtual void destroy_body() noexcept = 0;
     virtual void destroy() noexcept = 0;
 
-    // Done for waiting purposes (completing and interrupting are about to settle). A sequentially
-    // consistent load: see wake_waiters().
+    // Done for waiting purposes: the outcome is fixed (completing is about to store it; a
+    // transient cancel has fixed it as cancelled, and wakes no one again as it ends). A
+    // sequentially consistent load: see wake_waiters().
     bool settled() const noexcept
     {
         const future_state s = state_.load();
-        return s != future_state::pending && s != future_state::completing &&
-               s != future_state::interrupting;
+        return s != future_state::pending && s != future_state::completing;
     }
 
     void wake_waiters() const noexcept
@@ -383,6 +422,7 @@ public:
         {
             if (t.cancel(false))
                 t.mark_shut_down();
+            t.await_canceller(); // one from the operation's slot holds no reference
             t.release_body();
             t.release();
         }

@@ -360,11 +360,11 @@ basic_delayed_work_queue<Clock>::shards_lock::~shards_lock()
 
 template <class Clock>
 template <class F>
-bool basic_delayed_work_queue<Clock>::if_empty(F f)
+decltype(auto) basic_delayed_work_queue<Clock>::under_locks(F f)
 {
     std::lock_guard lock(mutex_);
     const shards_lock far(*this);
-    return size_locked() == 0 && f();
+    return f(size_locked() == 0);
 }
 
 template <class Clock>

@@ -77,7 +77,7 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     {
         live_workers_.fetch_sub(options_.threads - workers_.size());
         state_.store(run_state::stopped);
-        stop_workers();
+        stop_.request_stop();
         for (std::thread& worker : workers_)
             worker.join();
         throw;
@@ -95,7 +95,7 @@ basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
     {
         queue_.clear([this](typename queue_type::node& n) noexcept {
             task_ptr t(&as_task(n), false); // the queue's reference
-            t->set_owner(nullptr);
+            t->disown();
             retire_cancelled(std::move(t));
         });
     }
@@ -185,7 +185,10 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     std::lock_guard lock(shutdown_mutex_); // a second caller returns once the first is done
     run_state expected = run_state::running;
     if (state_.compare_exchange_strong(expected, run_state::shutdown))
+    {
+        pending_.fetch_or(closing_bit);
         queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
+    }
     else if (expected != run_state::shutdown || !drop_owed_)
         return;
     // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
@@ -208,6 +211,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
 {
     std::lock_guard lock(shutdown_mutex_);
     state_.store(run_state::stopped);
+    pending_.fetch_or(closing_bit);
     queue_.close_far_tier();
     std::exception_ptr failure;
     std::vector<task_handle_type> never_ran;
@@ -223,7 +227,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     }
     for (task_ptr& t : taken) // in due order
     {
-        t->set_owner(nullptr); // the handle decides now; the pool may be gone by then
+        t->disown(); // the handle decides now; the pool may be gone by then
         if (t->state() == future_state::pending && !t->completes_handler() &&
             never_ran.size() < never_ran.capacity()) // no room (racing pushes): cancelled below
         {
@@ -233,13 +237,10 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
         {
             // Cancelled while queued (its future knows already), an asynchronous operation,
             // whose handler learns of the shutdown now, or a task with no room to be handed back.
-            if (t->cancel(false))
-                t->mark_shut_down();
-            t->release_body();
+            retire_cancelled(std::move(t));
         }
-        t.reset();
     }
-    stop_workers();
+    stop_.request_stop();
     if (failure)
         std::rethrow_exception(failure);
     return never_ran;
@@ -337,7 +338,7 @@ bool basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     }
     catch (...)
     {
-        t.set_owner(nullptr);
+        t.disown();
         t.release_body();
         t.release();
         throw;
@@ -366,18 +367,15 @@ bool basic_scheduled_thread_pool<Clock>::accepts(const task_type& t) const noexc
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 {
-    t.set_owner(nullptr);
+    t.disown();
+    task_ptr runner(&t, false); // takes the runner's reference
     // An asynchronous operation: its handler learns of the shutdown. An executor function is
     // destroyed without running, as in a stopped Asio execution context.
     if (t.completes_handler() || t.is_executor_function())
     {
-        if (t.cancel(false))
-            t.mark_shut_down();
-        t.release_body();
-        t.release();
+        retire_cancelled(std::move(runner));
         return;
     }
-    task_ptr runner(&t, false); // takes the runner's reference
     switch (options_.rejection)
     {
     case rejection_policy::abort:
@@ -561,6 +559,7 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
 {
+    t->await_canceller(); // one still inside on_cancelled() keeps the pool
     t->release_body();
     t.reset();
 }
@@ -619,19 +618,28 @@ bool basic_scheduled_thread_pool<Clock>::belongs_in_queue(const task_type& t) co
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
 {
-    // Called by cancel() on any thread, which holds a reference to t. It may be the last task
-    // of a shut-down pool: whether the pool is then idle is decided as it leaves the queue,
-    // since from then on another thread may find the pool idle, let the workers go and see the
-    // pool destroyed. Until the workers are let go, the pool is still there. (A cancel() on
-    // another thread still in here as the pool is destroyed is a race the class's docs forbid.)
-    if (!removes_cancelled(t))
-        return;
-    bool idle = false;
-    if (!queue_.remove(t, [&](bool emptied) noexcept { idle = emptied && become_idle(); }))
-        return;
-    retire(task_ptr(&t, false));
-    if (idle)
-        stop_workers();
+    // Called by cancel() on any thread. Until t's cancel ends, the pool is still there: the
+    // queue holds t (and whoever takes it out waits), or a runner does and waits.
+    take_out_cancelled(t, [&]() noexcept { t.end_cancel(); });
+}
+
+template <class Clock>
+template <class Then>
+void basic_scheduled_thread_pool<Clock>::take_out_cancelled(task_type& t, Then then) noexcept
+{
+    // It may be the last task of a shut-down pool: whether the pool is then idle is decided as
+    // it leaves the queue, since from then on another thread may find the pool idle, let the
+    // workers go and see the pool destroyed. Nothing of the pool's is touched after the removal
+    // (retire() touches only the task), nor after then() for a task left where it was.
+    std::stop_source idle(std::nostopstate);
+    const bool taken = removes_cancelled(t) && queue_.remove(t, [&](bool emptied) noexcept {
+        if (emptied)
+            idle = become_idle();
+    });
+    then();
+    if (taken)
+        retire(task_ptr(&t, false));
+    idle.request_stop();
 }
 
 template <class Clock>
@@ -667,38 +675,44 @@ void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
 {
-    // The last task of a shut-down pool lets the workers go (pairs with shutdown()'s check); a
-    // running pool need not take the queue's lock to find that out.
-    if (pending_.fetch_sub(1) == 1 && state_.load() != run_state::running)
-        stop_if_idle();
+    // On any thread (a tracked executor's release), which must touch nothing of the pool's once
+    // another thread could find it idle. A running pool, or a count that stays above zero, needs
+    // no lock: a shutdown that comes after this step sees it (closing_bit).
+    std::size_t seen = pending_.load(std::memory_order_relaxed);
+    while (seen != (closing_bit | 1))
+    {
+        if (pending_.compare_exchange_weak(seen, seen - 1))
+            return;
+    }
+    // The last of a shut-down pool: the count reaches zero under the queue's locks, so that
+    // whoever empties the queue later sees it, and with nothing queued the pool goes idle there.
+    std::stop_source idle = queue_.under_locks([this](bool empty) noexcept {
+        pending_.fetch_sub(1);
+        return empty ? become_idle() : std::stop_source(std::nostopstate);
+    });
+    idle.request_stop();
 }
 
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::stop_if_idle() noexcept
 {
-    // Only with nothing queued, decided under the queue's lock (no task is pushed or taken
-    // meanwhile), and only from zero: a task held or a tracked executor counted meanwhile keeps
-    // the pool busy, and its finish_pending() comes back here. Once set, the bit makes accepts()
-    // refuse executor functions, so that one submitted as the pool goes idle is refused rather
-    // than stranded in the queue of a pool whose workers are leaving.
-    if (queue_.if_empty([this] { return become_idle(); }))
-        stop_workers();
+    std::stop_source idle = queue_.under_locks([this](bool empty) noexcept {
+        return empty ? become_idle() : std::stop_source(std::nostopstate);
+    });
+    idle.request_stop();
 }
 
 template <class Clock>
-bool basic_scheduled_thread_pool<Clock>::become_idle() noexcept
+std::stop_source basic_scheduled_thread_pool<Clock>::become_idle() noexcept
 {
-    std::size_t none = 0;
-    return state_.load() != run_state::running && pending_.compare_exchange_strong(none, idle_bit);
-}
-
-template <class Clock>
-void basic_scheduled_thread_pool<Clock>::stop_workers() noexcept
-{
-    // Through a copy: once stop is requested, the workers exit and the pool may be destroyed
-    // while this thread (a canceller's, perhaps) is still inside request_stop().
-    std::stop_source stop = stop_;
-    stop.request_stop();
+    // Only from zero: a task held or a tracked executor counted meanwhile keeps the pool busy,
+    // and its finish_pending() decides. Once set, the bit makes accepts() refuse executor
+    // functions, so that one submitted as the pool goes idle is refused rather than stranded in
+    // the queue of a pool whose workers are leaving.
+    std::size_t none = closing_bit;
+    if (!pending_.compare_exchange_strong(none, closing_bit | idle_bit))
+        return std::stop_source(std::nostopstate);
+    return stop_; // a copy: the pool may be destroyed as soon as the queue's lock is free
 }
 
 } // namespace sched

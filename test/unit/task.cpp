@@ -1,0 +1,149 @@
+// detail::task: how a cancel, the task's owner and whoever holds the task hand over. A cancel
+// that wins stays in a transient state until its owner has been told, and a holder lets go of the
+// task only after that: the owner (a pool) may be destroyed once the holder has.
+
+#include <sched/manual_clock.hpp>
+
+#include <sched/detail/task.hpp>
+#include <sched/detail/task_impl.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <semaphore>
+#include <thread>
+
+#include "support/counter.hpp"
+#include "support/wait.hpp"
+
+using namespace std::chrono_literals;
+using sched::future_state;
+using sched::test::counter;
+using sched::test::eventually;
+using sched::test::within;
+
+namespace {
+
+using clock_type = sched::manual_clock;
+using task_type = sched::detail::task<clock_type>;
+
+// An owner whose on_cancelled() holds the cancelling thread until the test lets it go on.
+class holding_owner final : public sched::detail::task_owner<clock_type>
+{
+public:
+    void on_cancelled(task_type& t) noexcept override
+    {
+        told.increment();
+        may_go_on.acquire();
+        t.end_cancel();
+    }
+
+    void finish_run(task_type&, std::exception_ptr) noexcept override {}
+
+    counter told;
+    std::binary_semaphore may_go_on{0};
+};
+
+struct nothing
+{
+    void operator()() const {}
+};
+
+// A one-shot task owned by `owner`, with one reference: the test's.
+task_type* make_task(sched::detail::task_owner<clock_type>* owner)
+{
+    using impl = sched::detail::task_impl<nothing, void, clock_type, false>;
+    return impl::create({}, nothing{}, sched::detail::period_kind::one_shot,
+                        sched::detail::no_schedule{}, 1, owner);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_task)
+
+BOOST_AUTO_TEST_CASE(a_cancel_stays_transient_until_its_owner_has_been_told,
+                     *boost::unit_test::timeout(60))
+{
+    for (const bool interrupt : {false, true})
+    {
+        holding_owner owner;
+        task_type* t = make_task(&owner);
+        std::jthread canceller([&] { (void)t->cancel(interrupt); });
+        BOOST_TEST_REQUIRE(owner.told.wait_for_at_least(1));
+        const future_state transient =
+            interrupt ? future_state::interrupting : future_state::cancelling;
+        BOOST_TEST((t->state() == transient));
+        // Its outcome is fixed already: a waiter returns, and it reads as done and cancelled.
+        t->wait();
+        BOOST_TEST(t->is_done());
+        BOOST_TEST(t->is_cancelled());
+        // A holder waits for the cancel to end before it lets go.
+        std::atomic<bool> waiting{false};
+        std::atomic<bool> let_go{false};
+        std::jthread holder([&] {
+            waiting.store(true);
+            t->await_canceller();
+            let_go.store(true);
+        });
+        BOOST_TEST_REQUIRE(eventually([&] { return waiting.load(); }));
+        BOOST_TEST(!within(50ms, [&] { return let_go.load(); }));
+        owner.may_go_on.release();
+        holder.join();
+        canceller.join();
+        BOOST_TEST(let_go.load());
+        BOOST_TEST(
+            (t->state() == (interrupt ? future_state::interrupted : future_state::cancelled)));
+        t->release();
+    }
+}
+
+BOOST_AUTO_TEST_CASE(disown_waits_for_a_cancel_that_found_the_owner, *boost::unit_test::timeout(60))
+{
+    holding_owner owner;
+    task_type* t = make_task(&owner);
+    std::jthread canceller([&] { (void)t->cancel(false); });
+    BOOST_TEST_REQUIRE(owner.told.wait_for_at_least(1));
+    std::atomic<bool> leaving{false};
+    std::atomic<bool> disowned{false};
+    std::jthread owner_leaving([&] {
+        leaving.store(true);
+        t->disown();
+        disowned.store(true);
+    });
+    BOOST_TEST_REQUIRE(eventually([&] { return leaving.load(); }));
+    BOOST_TEST(!within(50ms, [&] { return disowned.load(); }));
+    owner.may_go_on.release();
+    owner_leaving.join();
+    canceller.join();
+    BOOST_TEST((t->state() == future_state::cancelled));
+    t->release();
+}
+
+BOOST_AUTO_TEST_CASE(a_cancel_after_disown_tells_no_one_and_ends_at_once)
+{
+    holding_owner owner;
+    task_type* t = make_task(&owner);
+    t->disown();
+    BOOST_TEST(t->cancel(false));
+    BOOST_TEST(owner.told.value() == 0);
+    BOOST_TEST((t->state() == future_state::cancelled));
+    t->await_canceller(); // nothing under way: returns at once
+    t->release();
+}
+
+BOOST_AUTO_TEST_CASE(only_the_first_cancel_wins_and_tells_the_owner)
+{
+    holding_owner owner;
+    task_type* t = make_task(&owner);
+    owner.may_go_on.release(); // the first tell goes straight through
+    BOOST_TEST(t->cancel(true));
+    BOOST_TEST(!t->cancel(false));
+    BOOST_TEST(!t->cancel(true));
+    BOOST_TEST(owner.told.value() == 1);
+    BOOST_TEST((t->state() == future_state::interrupted));
+    t->release();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
