@@ -32,10 +32,17 @@ struct basic_tick
     /// How many runs were missed since the previous run (see missed_tick_policy).
     std::uint64_t missed = 0;
 
-    /// How late this run started: `started - scheduled`, never negative.
+    /// How late this run started: `started - scheduled`, never negative, and duration::max()
+    /// if that is too long for the duration (a task first due at time_point::min()).
     duration lag() const noexcept
     {
-        return started > scheduled ? started - scheduled : duration::zero();
+        const duration s = started.time_since_epoch();
+        const duration d = scheduled.time_since_epoch();
+        if (s <= d)
+            return duration::zero();
+        if (d < duration::zero() && s > d + duration::max())
+            return duration::max();
+        return s - d;
     }
 };
 

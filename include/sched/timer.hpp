@@ -97,6 +97,7 @@ public:
         : name_(std::move(name)), on_error_(std::move(on_error))
     {
         thread_ = std::jthread([this](std::stop_token stop) { main_loop(std::move(stop)); });
+        thread_id_ = thread_.get_id();
     }
 
     basic_timer(const basic_timer&) = delete;
@@ -108,7 +109,7 @@ public:
     ~basic_timer()
     {
         cancel();
-        if (thread_.get_id() == std::this_thread::get_id())
+        if (thread_id_ == std::this_thread::get_id())
         {
             destroyed_by_this_run_ = true;
             thread_.detach();
@@ -220,31 +221,33 @@ public:
     /// made meanwhile from another thread. Calling it again does nothing.
     void cancel() noexcept
     {
-        // Callers other than the timer's thread one at a time, so that a second one too returns
-        // only once the first has cancelled the queue and the thread has ended. (The thread
-        // itself must not wait for them: they wait for it.)
-        const bool on_timer_thread = thread_.get_id() == std::this_thread::get_id();
-        std::unique_lock one_at_a_time(cancel_mutex_, std::defer_lock);
-        if (!on_timer_thread)
-            one_at_a_time.lock();
-        bool first = false;
+        node_type* left = nullptr;
         {
-            std::lock_guard lock(mutex_);
-            first = !std::exchange(cancelled_, true);
-        }
-        if (first)
-        {
-            thread_.request_stop();
-            node_type* left = take_queued([](const node_type&) { return true; });
-            while (left)
+            // Callers other than the timer's thread one at a time, so that a second one too
+            // returns only once the first has cancelled the queue and the thread has ended. (The
+            // thread itself must not wait for them: they wait for it.)
+            const bool on_timer_thread = thread_id_ == std::this_thread::get_id();
+            std::unique_lock one_at_a_time(cancel_mutex_, std::defer_lock);
+            if (!on_timer_thread)
+                one_at_a_time.lock();
+            bool first = false;
             {
-                node_type& n = *std::exchange(left, left->next_taken);
-                n.cancel();
-                n.keep.reset();
+                std::lock_guard lock(mutex_);
+                first = !std::exchange(cancelled_, true);
             }
+            if (first)
+            {
+                thread_.request_stop();
+                left = take_queued([](const node_type&) { return true; });
+                for (node_type* n = left; n; n = n->next_taken)
+                    n->cancel();
+            }
+            if (!on_timer_thread && thread_.joinable())
+                thread_.join();
         }
-        if (!on_timer_thread && thread_.joinable())
-            thread_.join();
+        // Their callables go once the lock is free: what their destructors do may call cancel().
+        while (left)
+            std::exchange(left, left->next_taken)->keep.reset();
     }
 
     /// Removes the cancelled tasks from the queue (java.util.Timer.purge()).
@@ -471,7 +474,10 @@ private:
     std::mutex mutex_; // orders schedule calls and re-queueing against cancel()
     bool cancelled_ = false;
     std::mutex cancel_mutex_; // see cancel()
-    std::jthread thread_;     // last: it starts once the rest is ready
+    // The timer's thread, set once as the constructor starts it: cancel() calls on other threads
+    // read it while one of them joins the thread (which clears thread_'s own id).
+    std::thread::id thread_id_;
+    std::jthread thread_; // last: it starts once the rest is ready
     // On the timer's thread: a task destroyed the timer (see the destructor).
     static inline thread_local bool destroyed_by_this_run_ = false;
 };

@@ -19,8 +19,9 @@ template <class Clock>
 class basic_timer;
 
 /// A task for a sched::basic_timer: java.util.TimerTask around a callable. Copies share one
-/// task, as Java references do. A task can be scheduled once: scheduling it again, or after
-/// cancel(), throws sched::task_already_scheduled.
+/// task, as Java references do, and a move copies (no object is ever left without its task). A
+/// task can be scheduled once: scheduling it again, or after cancel(), throws
+/// sched::task_already_scheduled.
 /**
  * @par Thread safety
  * Every member function may be called from any thread, including from inside the task.
@@ -46,6 +47,9 @@ public:
         node_ =
             std::make_shared<detail::timer_node_for<Clock, std::decay_t<F>>>(std::forward<F>(f));
     }
+
+    basic_timer_task(const basic_timer_task&) = default;
+    basic_timer_task& operator=(const basic_timer_task&) = default;
 
     /// Cancels the task (java.util.TimerTask.cancel()): it will not run again. A run under way
     /// finishes. The task stays in its timer's queue (with what its callable holds) until it

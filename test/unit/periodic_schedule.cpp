@@ -292,6 +292,76 @@ BOOST_AUTO_TEST_CASE(jitter_is_reproducible_with_a_seed)
     BOOST_TEST((dues(42) != dues(43)));
 }
 
+// A first point centuries back (time_point::min(), "at once"): how far behind it is overflows
+// the clock's duration, yet every policy treats it as any late start.
+struct first_due_at_the_dawn_of_time
+{
+    schedule s;
+    time_point first;
+    time_point now = at(1000s);
+
+    explicit first_due_at_the_dawn_of_time(period_kind kind, const periodic_options& options = {})
+        : s(kind, 10s, options), first(s.first_due(time_point::min()))
+    {
+        BOOST_TEST_REQUIRE((first == time_point::min()));
+    }
+};
+
+BOOST_AUTO_TEST_CASE(a_capped_burst_from_far_in_the_past_runs_its_latest_points_then_the_grid)
+{
+    first_due_at_the_dawn_of_time task(period_kind::fixed_rate,
+                                       with_missed(missed_tick_policy::burst(3)));
+    time_point next = task.first;
+    std::vector<time_point> scheduled;
+    for (int k = 0; k < 3; ++k)
+    {
+        const run_result r = run(task.s, next, task.now, task.now);
+        BOOST_TEST_REQUIRE(r.told.has_value());
+        if (k == 0)
+            BOOST_TEST(r.told->missed > 1000u); // every point up to the three
+        else
+            BOOST_TEST(r.told->missed == 0u);
+        scheduled.push_back(r.told->scheduled);
+        next = r.next;
+    }
+    BOOST_TEST(scheduled[0] > task.now - 30s); // the three latest points that have passed
+    BOOST_TEST((scheduled[1] == scheduled[0] + 10s));
+    BOOST_TEST((scheduled[2] == scheduled[1] + 10s));
+    BOOST_TEST(scheduled[2] <= task.now);
+    BOOST_TEST(next > task.now); // then the next point, on the same grid
+    BOOST_TEST((next == scheduled[2] + 10s));
+}
+
+BOOST_AUTO_TEST_CASE(skip_from_far_in_the_past_waits_for_the_next_point_of_the_grid)
+{
+    first_due_at_the_dawn_of_time task(period_kind::fixed_rate,
+                                       with_missed(missed_tick_policy::skip()));
+    const run_result skipped = run(task.s, task.first, task.now, task.now);
+    BOOST_TEST(!skipped.told.has_value());
+    BOOST_TEST(skipped.next >= task.now);
+    BOOST_TEST(skipped.next < task.now + 10s);
+    const run_result next = run(task.s, skipped.next, skipped.next, skipped.next);
+    BOOST_TEST_REQUIRE(next.told.has_value());
+    BOOST_TEST(next.told->missed > 1000u);
+    BOOST_TEST((next.next == skipped.next + 10s));
+}
+
+BOOST_AUTO_TEST_CASE(delay_and_fixed_delay_from_far_in_the_past_run_once_then_a_period_on)
+{
+    first_due_at_the_dawn_of_time rate(period_kind::fixed_rate,
+                                       with_missed(missed_tick_policy::delay()));
+    const run_result late = run(rate.s, rate.first, rate.now, rate.now + 1s);
+    BOOST_TEST_REQUIRE(late.told.has_value());
+    BOOST_TEST((late.told->lag() == manual_clock::duration::max())); // too long to count
+    BOOST_TEST(late.told->missed > 1000u);
+    BOOST_TEST((late.next == rate.now + 10s)); // a period after it started
+
+    first_due_at_the_dawn_of_time delay(period_kind::fixed_delay);
+    const run_result first = run(delay.s, delay.first, delay.now, delay.now + 1s);
+    BOOST_TEST_REQUIRE(first.told.has_value());
+    BOOST_TEST((first.next == delay.now + 11s)); // a period after it ended
+}
+
 BOOST_AUTO_TEST_CASE(due_times_saturate_at_never)
 {
     const time_point last = time_point::max() - 1s;

@@ -144,6 +144,56 @@ BOOST_AUTO_TEST_CASE(fixed_delay_from_ten_periods_in_the_past_runs_once_then_a_p
     BOOST_TEST(log.snapshot().back() == at(110s));
 }
 
+// How far behind a first time just after time_point::min() is overflows the clock's duration
+// (just after: as from min(), and no optimiser can fold it away); the task still runs once at
+// once, then a period after, as for any first time in the past.
+BOOST_AUTO_TEST_CASE(fixed_delay_from_the_dawn_of_time_runs_once_then_a_period_later)
+{
+    run_log log;
+    manual_task task([&] { log.record(task); });
+    manual_timer timer;
+    manual_clock::advance(100s);
+    timer.schedule(task, time_point::min() + 50s, 10s);
+    BOOST_TEST(log.runs.wait_for_at_least(1));
+    sentinel half;
+    timer.schedule(half.task, at(105s));
+    manual_clock::advance(5s);
+    BOOST_TEST(half.ran.wait_for_at_least(1));
+    BOOST_TEST(log.runs.value() == 1);
+    manual_clock::advance(5s); // 110 s: a period after the late run started
+    BOOST_TEST(log.runs.wait_for_at_least(2));
+    BOOST_TEST((log.snapshot().back() == at(110s)));
+}
+
+// Cancelling the timer drops its queued tasks, whose callables' destructors may use the timer:
+// cancel it again, say.
+BOOST_AUTO_TEST_CASE(a_dropped_callable_may_cancel_the_timer_again, *boost::unit_test::timeout(60))
+{
+    struct cancels_when_dropped
+    {
+        manual_timer* timer;
+        counter* dropped;
+        std::shared_ptr<int> shared; // by the copies the task is made from, which die quietly
+        void operator()() const {}
+        ~cancels_when_dropped()
+        {
+            if (shared.use_count() == 1)
+            {
+                timer->cancel();
+                dropped->increment();
+            }
+        }
+    };
+    manual_timer timer;
+    counter dropped;
+    {
+        manual_task task(cancels_when_dropped{&timer, &dropped, std::make_shared<int>()});
+        timer.schedule(task, 10s); // the timer holds the only reference now
+    }
+    timer.cancel(); // drops the task and its callable, which cancels again
+    BOOST_TEST(dropped.value() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(timers_fixed_delay_counts_from_the_start_of_a_slow_run)
 {
     // Each run takes 3 s of a 2 s period. Timer's fixed delay measures from the start of the
@@ -220,7 +270,8 @@ BOOST_AUTO_TEST_CASE(cancel_says_whether_it_prevented_a_run)
 BOOST_AUTO_TEST_CASE(a_task_is_scheduled_once)
 {
     manual_timer timer;
-    manual_task task([] {});
+    counter ran;
+    manual_task task([&] { ran.increment(); });
     timer.schedule(task, 10s);
     BOOST_CHECK_THROW(timer.schedule(task, 10s), sched::task_already_scheduled);
     BOOST_CHECK_THROW(timer.schedule_at_fixed_rate(task, 1s, 1s), sched::task_already_scheduled);
@@ -231,7 +282,29 @@ BOOST_AUTO_TEST_CASE(a_task_is_scheduled_once)
     BOOST_CHECK_THROW(timer.schedule(cancelled, 1s), sched::task_already_scheduled);
     manual_timer other;
     BOOST_CHECK_THROW(other.schedule(task, 1s), sched::task_already_scheduled);
-    BOOST_TEST(timer.purge() == 0u); // nothing was queued twice
+    manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(ran.wait_for_at_least(1));
+    sentinel later; // the thread has passed everything due by 20 s
+    timer.schedule(later.task, 10s);
+    manual_clock::advance(10s);
+    BOOST_TEST_REQUIRE(later.ran.wait_for_at_least(1));
+    BOOST_TEST(ran.value() == 1); // queued once
+}
+
+// A copy, and a move (which copies), are the same task: no object is left without one.
+BOOST_AUTO_TEST_CASE(a_moved_from_task_is_still_the_task)
+{
+    manual_timer timer;
+    manual_task task([] {});
+    manual_task moved = std::move(task);
+    timer.schedule(moved, 10s);
+    BOOST_TEST((task.state() == timer_task_state::scheduled));
+    BOOST_TEST(task.cancel());
+    BOOST_TEST((moved.state() == timer_task_state::cancelled));
+    manual_task assigned([] {});
+    assigned = std::move(moved);
+    BOOST_TEST((moved.state() == timer_task_state::cancelled));
+    BOOST_TEST((assigned.state() == timer_task_state::cancelled));
 }
 
 BOOST_AUTO_TEST_CASE(purge_removes_exactly_the_cancelled_tasks)

@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace sched::detail {
@@ -100,8 +101,9 @@ public:
     // the policy (a task handle's) passes `may_skip` false.
     std::optional<tick_type> begin(time_point due, time_point now, bool may_skip = true) noexcept
     {
-        const duration lag = now > due ? now - due : duration::zero();
-        const auto late_periods = static_cast<std::uint64_t>(lag / period_);
+        // Exact even for a first point centuries back (time_point::min(), say), where now - due
+        // overflows the duration.
+        const std::uint64_t late_periods = now > due ? span(due, now) / step() : 0;
         time_point scheduled = due;
         if (kind_ == period_kind::fixed_delay)
             missed_ += late_periods;
@@ -123,10 +125,10 @@ public:
                 if (late_periods != 0 && may_skip)
                 {
                     // This point and the later ones that have passed: up to the first not in
-                    // the past.
-                    const duration behind = now - point_;
+                    // the past (now is past the point: it is a period or more past its run's).
+                    const std::uint64_t behind = span(point_, now);
                     const std::uint64_t skipped =
-                        std::max<std::uint64_t>(1, (behind + period_ - duration(1)) / period_);
+                        std::max<std::uint64_t>(1, behind / step() + (behind % step() != 0));
                     point_ = advance(point_, skipped);
                     missed_ += skipped;
                     offset_ = draw();
@@ -137,7 +139,8 @@ public:
             case missed_tick_policy::kind::delay:
                 // The grid moves by the lag: the next point is a period after this start.
                 missed_ += late_periods;
-                point_ = saturating_add(point_, lag);
+                if (now > due)
+                    point_ = forward(point_, span(due, now));
                 break;
             }
         }
@@ -173,18 +176,41 @@ public:
     {
         if (point_ == time_point::max())
             return point_; // never
-        return offset_ < duration::zero() ? point_ + offset_ : saturating_add(point_, offset_);
+        if (offset_ >= duration::zero())
+            return saturating_add(point_, offset_);
+        return point_.time_since_epoch() < duration::min() - offset_ ? time_point::min()
+                                                                     : point_ + offset_;
     }
 
 private:
+    static_assert(std::is_integral_v<typename duration::rep>, "the clock counts whole ticks");
+
+    // The clock's ticks from `from` to `to` (not before it): exact in unsigned arithmetic, where
+    // the signed difference may overflow.
+    static std::uint64_t span(time_point from, time_point to) noexcept
+    {
+        return static_cast<std::uint64_t>(to.time_since_epoch().count()) -
+               static_cast<std::uint64_t>(from.time_since_epoch().count());
+    }
+
+    std::uint64_t step() const noexcept { return static_cast<std::uint64_t>(period_.count()); }
+
+    // `p` moved `ticks` ticks on, saturating at time_point::max().
+    static time_point forward(time_point p, std::uint64_t ticks) noexcept
+    {
+        if (ticks > span(p, time_point::max()))
+            return time_point::max();
+        // Not past time_point::max(), so the unsigned sum converts back exactly.
+        return time_point(duration(static_cast<typename duration::rep>(
+            static_cast<std::uint64_t>(p.time_since_epoch().count()) + ticks)));
+    }
+
     // `p` moved `periods` periods on, saturating at time_point::max().
     time_point advance(time_point p, std::uint64_t periods) const noexcept
     {
-        using rep = typename duration::rep;
-        const auto max_periods = static_cast<std::uint64_t>(duration::max() / period_);
-        if (periods > max_periods)
+        if (periods > span(p, time_point::max()) / step())
             return time_point::max();
-        return saturating_add(p, period_ * static_cast<rep>(periods));
+        return forward(p, periods * step());
     }
 
     duration draw() noexcept

@@ -63,10 +63,10 @@ public:
     // cancelled meanwhile), so that it may be scheduled again.
     void abandon_schedule() noexcept
     {
+        schedule_.reset(); // first: once virgin, another timer may schedule the task
         timer_task_state expected = timer_task_state::scheduled;
         (void)state_.compare_exchange_strong(expected, timer_task_state::virgin,
                                              std::memory_order_acq_rel);
-        schedule_.reset();
     }
 
     // The timer's thread, for a one-shot task about to run: scheduled → executed; false if it
