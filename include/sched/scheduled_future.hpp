@@ -127,8 +127,12 @@ public:
     /// Whether the task runs periodically.
     bool is_periodic() const { return checked().is_periodic(); }
 
-    /// Time left until the task is (next) due on the pool's clock; negative once overdue.
-    duration delay() const { return checked().due_time() - Clock::now(); }
+    /// Time left until the task is (next) due on the pool's clock; negative once overdue
+    /// (saturating at duration::min() for a task due at time_point::min()).
+    duration delay() const
+    {
+        return detail::saturating_difference(checked().due_time(), Clock::now());
+    }
 
     /// Where the task is in its life.
     future_state state() const { return checked().state(); }

@@ -1,6 +1,8 @@
 #ifndef SCHED_TICK_HPP
 #define SCHED_TICK_HPP
 
+#include <sched/detail/time.hpp>
+
 #include <chrono>
 #include <cstdint>
 
@@ -36,13 +38,8 @@ struct basic_tick
     /// if that is too long for the duration (a task first due at time_point::min()).
     duration lag() const noexcept
     {
-        const duration s = started.time_since_epoch();
-        const duration d = scheduled.time_since_epoch();
-        if (s <= d)
-            return duration::zero();
-        if (d < duration::zero() && s > d + duration::max())
-            return duration::max();
-        return s - d;
+        return started > scheduled ? detail::saturating_difference(started, scheduled)
+                                   : duration::zero();
     }
 };
 

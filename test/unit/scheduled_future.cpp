@@ -168,6 +168,14 @@ BOOST_AUTO_TEST_CASE(delay_is_the_time_left_on_the_pool_clock)
     BOOST_TEST((f.delay() == -4s)); // negative once overdue
 }
 
+BOOST_AUTO_TEST_CASE(delay_saturates_for_a_task_due_at_the_dawn_of_time)
+{
+    auto f = pool.schedule_at(manual_clock::time_point::min(), [] { return 1; });
+    BOOST_TEST(f.get() == 1); // at once
+    manual_clock::advance(1s);
+    BOOST_TEST((f.delay() == manual_clock::duration::min()));
+}
+
 BOOST_AUTO_TEST_CASE(is_periodic_tells_periodic_from_one_shot)
 {
     auto one_shot = pool.schedule(1s, [] {});

@@ -66,4 +66,18 @@ BOOST_AUTO_TEST_CASE(saturating_add_treats_negative_as_zero_and_caps_at_max)
     BOOST_TEST((saturating_add(steady_point::max(), ns(1)) == steady_point::max()));
 }
 
+BOOST_AUTO_TEST_CASE(saturating_difference_is_exact_in_range_and_clamps_beyond)
+{
+    using sched::detail::saturating_difference;
+    const steady_point t(100s);
+    BOOST_TEST((saturating_difference(t, steady_point(40s)) == 60s));
+    BOOST_TEST((saturating_difference(steady_point(40s), t) == -60s));
+    BOOST_TEST((saturating_difference(t, steady_point::min()) == ns::max()));
+    BOOST_TEST((saturating_difference(steady_point::min(), t) == ns::min()));
+    BOOST_TEST((saturating_difference(steady_point::max(), steady_point(-1s)) == ns::max()));
+    // The extremes that still fit.
+    BOOST_TEST((saturating_difference(steady_point(-1ns), steady_point::min()) == ns::max()));
+    BOOST_TEST((saturating_difference(steady_point::min(), steady_point(0s)) == ns::min()));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -63,6 +63,21 @@ constexpr TimePoint saturating_add(TimePoint t, typename TimePoint::duration d) 
     return t + d;
 }
 
+// a - b, saturating at the duration's limits instead of overflowing (for a time point far in the
+// past or future, such as time_point::min()).
+template <class TimePoint>
+constexpr typename TimePoint::duration saturating_difference(TimePoint a, TimePoint b) noexcept
+{
+    using duration = typename TimePoint::duration;
+    const duration x = a.time_since_epoch();
+    const duration y = b.time_since_epoch();
+    if (y < duration::zero() && x > y + duration::max())
+        return duration::max();
+    if (y > duration::zero() && x < y + duration::min())
+        return duration::min();
+    return x - y;
+}
+
 // Throws std::invalid_argument if `delay` is NaN.
 template <class Rep, class Period>
 void check_not_nan(std::chrono::duration<Rep, Period> delay)
