@@ -40,8 +40,10 @@ struct pool_executor_bits
  * - `execution::outstanding_work`: `untracked` (the default) or `tracked`. A tracked executor
  *   counts as pending work of the pool for as long as it exists: after shutdown(), the pool does
  *   not terminate while one is left (executor_work_guard and co_spawn hold one).
- * - `execution::allocator`: allocates the node that holds each queued function. With the
- *   default, std::allocator, nodes come from the pool's per-thread cache of task memory.
+ * - `execution::allocator`: allocates the memory that holds each queued function, which is
+ *   given back before the function is called (as Asio requires: the call may free what the
+ *   allocator draws on). With the default, std::allocator, the function lives in its node, which
+ *   comes from the pool's per-thread cache of task memory, as the nodes always do.
  * - `execution::context` (the pool), `execution::occupancy` (its number of threads) and
  *   `execution::mapping` (`thread`) can be queried only.
  *

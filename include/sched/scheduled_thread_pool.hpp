@@ -285,8 +285,8 @@ private:
                                     F&& f,
                                     const periodic_options& options);
 
-    // The executor's submission: queues `f`, due now, as an executor function whose node comes
-    // from `a` (from the recycler if `a` is a std::allocator).
+    // The executor's submission: queues `f`, due now, as an executor function in a node from
+    // the recycler; `f` itself lives in memory from `a` unless that is a std::allocator.
     template <class F, class Allocator>
     void queue_function(F&& f, const Allocator& a);
 

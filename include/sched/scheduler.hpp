@@ -102,7 +102,8 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * or complete when due) and ends periodic operations; shutdown_now() and the pool's destruction
  * end them all. Operations started on a shut-down pool complete with the error at once. The
  * error is reported as a boost::system::system_error in the exception_ptr of async_schedule()
- * and the periodic operations.
+ * and the periodic operations. A handler that would run on the pool itself (bound to its
+ * executor) is destroyed unrun once the pool has stopped, as a stopped Asio context does.
  *
  * The pool must outlive the scheduler (operations are started on it); nothing else has to
  * outlive anything. Destroying the pool completes its pending operations with the shutdown

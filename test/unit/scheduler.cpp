@@ -177,6 +177,33 @@ BOOST_FIXTURE_TEST_CASE(a_due_operation_still_completes_outside_the_initiating_f
     BOOST_TEST(invoked);
 }
 
+// On a thread running the io_context, where completions join a batch run there rather than a
+// post: an operation that ends at once (rejected by a shut-down pool) still does not complete
+// inside its initiating function, nor one cancelled inside the emit.
+BOOST_FIXTURE_TEST_CASE(on_the_io_contexts_thread_nothing_completes_inside_initiation_or_emit,
+                        scheduler_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> cancelled;
+    std::optional<error_code> rejected;
+    bool cancelled_inside_emit = true;
+    bool rejected_inside_initiation = true;
+    boost::asio::post(io, [&] {
+        scheduler.async_wait(10s, boost::asio::bind_cancellation_slot(
+                                      signal.slot(), [&](error_code ec) { cancelled = ec; }));
+        signal.emit(cancellation_type::terminal);
+        cancelled_inside_emit = cancelled.has_value();
+        pool.shutdown();
+        scheduler.async_wait(1s, [&](error_code ec) { rejected = ec; });
+        rejected_inside_initiation = rejected.has_value();
+    });
+    run_to_end();
+    BOOST_TEST(!cancelled_inside_emit);
+    BOOST_TEST(!rejected_inside_initiation);
+    BOOST_TEST((cancelled == boost::asio::error::operation_aborted));
+    BOOST_TEST((rejected == sched::error::shutdown));
+}
+
 BOOST_FIXTURE_TEST_CASE(handlers_may_be_move_only, scheduler_fixture)
 {
     auto owned = std::make_unique<int>(7);
@@ -263,6 +290,27 @@ BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_be
     complete_one();
     BOOST_TEST(live_in_handler == 0);
     BOOST_TEST(log.live() == 0);
+}
+
+// The same for a handler bound to the pool's executor: the completion that hops there is a
+// function in memory from the handler's allocator, given back before the handler runs.
+BOOST_FIXTURE_TEST_CASE(a_handler_bound_to_the_pool_has_its_allocators_memory_back_as_it_runs,
+                        scheduler_fixture)
+{
+    sched::test::allocation_log log;
+    std::atomic<long> live_in_handler{-1};
+    scheduler.async_wait(
+        1s, boost::asio::bind_executor(
+                pool.get_executor(),
+                boost::asio::bind_allocator(sched::test::counting_allocator<void>(log),
+                                            [&](error_code) { live_in_handler = log.live(); })));
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(eventually([&] {
+        io.poll();
+        return live_in_handler.load() != -1;
+    }));
+    BOOST_TEST(live_in_handler.load() == 0);
+    BOOST_TEST(log.allocations() >= 2); // the operation's node, then the hop
 }
 
 BOOST_DATA_TEST_CASE_F(
@@ -465,6 +513,28 @@ BOOST_AUTO_TEST_CASE(destroying_the_pool_completes_pending_operations)
     io.run_for(std::chrono::minutes(1));
     BOOST_TEST((result && *result == make_error_code(sched::error::shutdown)));
     BOOST_TEST(code_in(error) == make_error_code(sched::error::shutdown));
+}
+
+// Unless the handler would run on the pool itself: then it is destroyed unrun, as a stopped Asio
+// execution context destroys what was submitted to it.
+BOOST_AUTO_TEST_CASE(destroying_the_pool_destroys_unrun_a_handler_bound_to_it)
+{
+    sched::test::manual_clock_fixture time;
+    boost::asio::io_context io;
+    bool called = false;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> handler_state = alive;
+    {
+        manual_pool pool(1);
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(1h, boost::asio::bind_executor(pool.get_executor(),
+                                                            [&called, alive = std::move(alive)](
+                                                                error_code) { called = true; }));
+    }
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST(io.stopped()); // no work left behind
+    BOOST_TEST(!called);
+    BOOST_TEST(handler_state.expired());
 }
 
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handlers_unrun)

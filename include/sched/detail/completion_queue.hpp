@@ -40,9 +40,9 @@ private:
 // since, and a runner is posted for it. So other handlers and other threads get their turn
 // (after about 100 µs of short handlers), and the order holds. Each runner costs a trip through
 // the io_context's queue, which polls its reactor (a system call): the share spreads that over
-// enough handlers to cost each of them little (64 cost W1 about 15 ns a handler). Like a strand's
-// runner, it does not look for io_context::stop() between handlers (asking costs a lock of the
-// io_context's mutex per handler).
+// enough handlers to cost each of them little (a share of 64 cost W1 about 15 ns a handler). Like a
+// strand's runner, it does not look for io_context::stop() between handlers (asking costs a lock of
+// the io_context's mutex per handler).
 //
 // Each completion comes in holding a count on `Counter` (which keeps the io_context's work while
 // any is held); whoever takes completions out of the queue lets go of theirs in one step,

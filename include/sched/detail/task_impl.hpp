@@ -122,6 +122,74 @@ struct executor_function
     void operator()() { f(); }
 };
 
+// A function submitted with an allocator of its own (a handler's, say): it lives in memory from
+// that allocator, and moves out of it, giving the memory back, before it is called, as Asio
+// requires (the call may free what the allocator draws on). The node holding this is the pool's.
+template <class F, class Allocator>
+class allocated_function
+{
+    using allocator_type = typename std::allocator_traits<Allocator>::template rebind_alloc<F>;
+    using traits = std::allocator_traits<allocator_type>;
+
+public:
+    template <class G>
+    allocated_function(const Allocator& a, G&& f) : alloc_(a), f_(traits::allocate(alloc_, 1))
+    {
+        try
+        {
+            traits::construct(alloc_, std::to_address(f_), std::forward<G>(f));
+        }
+        catch (...)
+        {
+            traits::deallocate(alloc_, f_, 1);
+            throw;
+        }
+    }
+
+    allocated_function(allocated_function&& other) noexcept
+        : alloc_(other.alloc_), f_(std::exchange(other.f_, nullptr))
+    {}
+
+    allocated_function& operator=(allocated_function&&) = delete;
+
+    ~allocated_function()
+    {
+        if (f_) // never called
+            free();
+    }
+
+    void operator()()
+    {
+        F local(std::move(*f_));
+        free();
+        local();
+    }
+
+private:
+    void free() noexcept
+    {
+        traits::destroy(alloc_, std::to_address(f_));
+        traits::deallocate(alloc_, std::exchange(f_, nullptr), 1);
+    }
+
+    allocator_type alloc_;
+    typename traits::pointer f_;
+};
+
+// A submitted function as its node holds it: in place with std::allocator, the default (the node
+// is the pool's memory), else in memory from the submitter's allocator.
+template <class Allocator, class F>
+allocated_function<std::decay_t<F>, Allocator> stored_with(const Allocator& a, F&& f)
+{
+    return {a, std::forward<F>(f)};
+}
+
+template <class T, class F>
+std::decay_t<F> stored_with(const std::allocator<T>&, F&& f)
+{
+    return std::forward<F>(f);
+}
+
 template <class F>
 inline constexpr bool is_executor_function_v = false;
 

@@ -294,13 +294,13 @@ void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& 
     else
     {
         decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
-            using node_allocator = decltype(detail::node_allocator(a));
-            using function_body = detail::executor_function<std::decay_t<Body>>;
-            using task_impl = detail::task_impl<function_body, void, Clock, false, node_allocator>;
+            using stored = decltype(detail::stored_with(a, std::forward<Body>(body)));
+            using function_body = detail::executor_function<stored>;
+            using task_impl = detail::task_impl<function_body, void, Clock, false>;
             // One reference, the runner's, which queue_new() hands on: nothing else waits for
             // the outcome.
             task_impl* t = task_impl::create(
-                detail::node_allocator(a), function_body{std::forward<Body>(body)},
+                {}, function_body{detail::stored_with(a, std::forward<Body>(body))},
                 detail::period_kind::one_shot, detail::no_schedule{}, 1, this);
             queue_new(*t, Clock::now());
         });
