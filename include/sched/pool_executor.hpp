@@ -71,7 +71,7 @@ struct pool_executor_bits
  * destroyed before then.
  *
  * @tparam Clock The pool's clock.
- * @tparam Allocator The allocator of the nodes of queued functions.
+ * @tparam Allocator The allocator of the memory that holds queued functions.
  * @tparam Bits The properties that are part of the type (blocking.always, outstanding_work).
  *
  * @par Thread safety

@@ -77,7 +77,10 @@ public:
  * waits for a run under way, unless called by that run: a task may destroy its own timer.
  *
  * @par Thread safety
- * Every member function may be called from any thread, including from inside a task.
+ * Every member function may be called from any thread, including from inside a task. The
+ * destructor (unless a task runs it) must not run concurrently with another call on the timer:
+ * a cancel() on another thread must have returned, even once a second cancel() has (the first
+ * may still be destroying the callables of the tasks it dropped).
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer

@@ -242,6 +242,16 @@ BOOST_AUTO_TEST_CASE(blocking_always_returns_once_the_function_has_run)
     });
     BOOST_TEST_REQUIRE(done.wait_for_at_least(1));
     BOOST_TEST(inline_ran);
+
+    // With an allocator of its own: the function's memory is back before it runs, and execute()
+    // still returns only once it has.
+    sched::test::allocation_log counts;
+    const auto allocating =
+        asio::require(always, execution::allocator(sched::test::counting_allocator<void>(counts)));
+    long live_in_call = -1;
+    allocating.execute([&] { live_in_call = counts.live(); });
+    BOOST_TEST(live_in_call == 0);
+    BOOST_TEST(counts.allocations() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_strand_on_the_pool_runs_one_function_at_a_time)

@@ -125,8 +125,8 @@ public:
                 if (late_periods != 0 && may_skip)
                 {
                     // This point and the later ones that have passed: up to the first not in
-                    // the past (now is past the point: it is a period or more past its run's).
-                    const std::uint64_t behind = span(point_, now);
+                    // the past.
+                    const std::uint64_t behind = now > point_ ? span(point_, now) : 0;
                     const std::uint64_t skipped =
                         std::max<std::uint64_t>(1, behind / step() + (behind % step() != 0));
                     point_ = advance(point_, skipped);
@@ -183,7 +183,10 @@ public:
     }
 
 private:
-    static_assert(std::is_integral_v<typename duration::rep>, "the clock counts whole ticks");
+    static_assert(std::is_integral_v<typename duration::rep> &&
+                      std::is_signed_v<typename duration::rep> &&
+                      sizeof(typename duration::rep) <= sizeof(std::uint64_t),
+                  "the clock counts whole ticks in at most 64 signed bits");
 
     // The clock's ticks from `from` to `to` (not before it): exact in unsigned arithmetic, where
     // the signed difference may overflow.

@@ -176,8 +176,8 @@ private:
     typename traits::pointer f_;
 };
 
-// A submitted function as its node holds it: in place with std::allocator, the default (the node
-// is the pool's memory), else in memory from the submitter's allocator.
+// A submitted function as its node holds it: in place with std::allocator, the default, or with
+// the recycler (the node is the pool's memory), else in memory from the submitter's allocator.
 template <class Allocator, class F>
 allocated_function<std::decay_t<F>, Allocator> stored_with(const Allocator& a, F&& f)
 {
@@ -186,6 +186,13 @@ allocated_function<std::decay_t<F>, Allocator> stored_with(const Allocator& a, F
 
 template <class T, class F>
 std::decay_t<F> stored_with(const std::allocator<T>&, F&& f)
+{
+    return std::forward<F>(f);
+}
+
+// The recycler is the nodes' own memory: a completion hopping from a scheduler brings it.
+template <class T, class F>
+std::decay_t<F> stored_with(const recycling_allocator<T>&, F&& f)
 {
     return std::forward<F>(f);
 }
