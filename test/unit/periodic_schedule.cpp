@@ -279,6 +279,29 @@ BOOST_AUTO_TEST_CASE(jitter_stays_within_its_spread_and_does_not_move_the_grid)
     BOOST_TEST(late);
 }
 
+// A late run under delay() moves the grid to its start: the next run is due a period after it,
+// moved by its own jitter only, so it never falls due before the late run started (with the
+// spread as wide as the period, the late run's offset carried over could take it back that far).
+BOOST_AUTO_TEST_CASE(delay_with_jitter_plans_the_next_run_a_period_after_a_late_start)
+{
+    const periodic_options options{
+        .missed = missed_tick_policy::delay(), .spread = jitter::uniform(10s), .seed = 11};
+    schedule s(period_kind::fixed_rate, 10s, options);
+    time_point due = s.first_due(at(100s));
+    for (int k = 0; k < 200; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            const time_point started = due + 30s; // late whatever either offset
+            const run_result r = run(s, due, started, started + 1s);
+            BOOST_TEST_REQUIRE(r.told.has_value());
+            BOOST_TEST_REQUIRE((r.next >= started));
+            BOOST_TEST_REQUIRE((r.next <= started + 20s));
+            due = r.next;
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(jitter_is_reproducible_with_a_seed)
 {
     const auto dues = [](std::uint64_t seed) {

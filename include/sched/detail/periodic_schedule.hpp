@@ -137,10 +137,11 @@ public:
                 }
                 break;
             case missed_tick_policy::kind::delay:
-                // The grid moves by the lag: the next point is a period after this start.
+                // The grid moves to this start: the next point is a period after it (and the
+                // next run's own jitter moves that run, not this one's, which has passed).
                 missed_ += late_periods;
                 if (now > due)
-                    point_ = forward(point_, span(due, now));
+                    point_ = now;
                 break;
             }
         }
