@@ -220,8 +220,7 @@ public:
     /// pushed again by the thread that first pushed it, for the exception in set_far_tier()).
     /**
      * @returns true if it was queued here and moved; false otherwise (it was never queued, has
-     * been taken, or is queued elsewhere; or, for a far task that is due "never" alone in the
-     * far tier, memory ran out), and then nothing changes.
+     * been taken, or is queued elsewhere), and then nothing changes.
      */
     bool reschedule(node& task, time_point due) noexcept;
 
@@ -618,9 +617,10 @@ private:
     bool move_far_tasks_before(time_point due) noexcept;
     // Under the lock, at `now`: moves the far tasks if the marker is due.
     void move_far_tasks_if_due(time_point now) noexcept;
-    // Under the lock: puts the marker at far_earliest() less the lead, or out if that is max();
-    // if that is before `after`, at `after` instead, behind the tasks due then.
-    void place_marker(time_point after = time_point::min()) noexcept;
+    // Under the lock: puts the marker at far_earliest() less the lead; if that is before `after`,
+    // at `after` instead, behind the tasks due then. If far_earliest() is max(), at max() if
+    // `far_tasks_left` (all of them are due "never"), else out.
+    void place_marker(time_point after = time_point::min(), bool far_tasks_left = true) noexcept;
     // Under the lock: notes a clock reading for far_shard_for().
     void note_now(time_point now) noexcept;
 
@@ -657,7 +657,7 @@ private:
     // have gone there moves back as soon as a waiting thread, poll() or drain() finds the marker
     // due.
     std::atomic<typename duration::rep> recent_now_{0};
-    far_marker marker_; // in the main heap whenever far_earliest_ is not max()
+    far_marker marker_; // in the main heap whenever the far tier holds a task (or held one)
 
     [[no_unique_address]] std::conditional_t<detail::notifying_clock<Clock>, clock_waker, std::byte>
         waker_;

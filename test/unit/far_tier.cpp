@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/blocking_call.hpp"
+#include "support/failing_allocation.hpp"
 #include "support/queue_fixture.hpp"
 
 using namespace std::chrono_literals;
@@ -168,6 +169,30 @@ BOOST_AUTO_TEST_CASE(a_task_due_never_beside_far_tasks_never_comes_out)
     BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
 }
 
+// A far task rescheduled to "never" keeps the marker in the main heap (at "never"), so that
+// pulling the task in again needs no memory: a deadline's reset cannot fail (before, with the
+// main heap full, it could not move the task while memory was short).
+BOOST_AUTO_TEST_CASE(a_far_task_due_never_is_pulled_in_without_memory)
+{
+    auto& far = make(1);
+    queue.push(far, 10s);
+    BOOST_TEST(queue.reschedule(far, manual_clock::time_point::max()));
+    manual_clock::advance(9600ms); // the marker falls due and finds nothing that can come out
+    BOOST_TEST(queue.poll() == nullptr);
+    for (int id = 2; id < 66; ++id) // the main heap's first array full
+        queue.push(make(id), 100ms);
+    sched::test::fail_next_aligned_allocation();
+    BOOST_TEST(queue.reschedule(far, at(2h)));
+    BOOST_TEST(sched::test::aligned_allocation_failure_armed()); // nothing allocated
+    sched::test::fail_next_aligned_allocation(false);
+    manual_clock::advance(100ms);
+    BOOST_TEST(poll_all().size() == 64u);
+    BOOST_TEST(queue.size() == 1u);
+    manual_clock::advance(2h);
+    BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
+    BOOST_TEST(queue.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_task_already_queued_far_cannot_be_pushed_again)
 {
     auto& a = make(1);
@@ -191,6 +216,36 @@ BOOST_AUTO_TEST_CASE(remove_if_takes_far_and_near_tasks_in_due_order)
     BOOST_TEST(queue.size() == 4u);
     manual_clock::advance(3s);
     BOOST_TEST(poll_all() == (std::vector<int>{9, 6, 3, 0}), boost::test_tools::per_element());
+}
+
+// remove_if() moves every far task to the main heap first; out of memory, it removes nothing
+// and throws, also when the far tasks left are due "never" (before, it removed the main heap's
+// tasks, left those queued and returned normally: found by a review's probe).
+BOOST_AUTO_TEST_CASE(remove_if_out_of_memory_removes_nothing_even_beside_far_tasks_due_never)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, 10s);
+    queue.push(b, 10s);
+    BOOST_TEST(queue.reschedule(a, manual_clock::time_point::max()));
+    BOOST_TEST(queue.reschedule(b, manual_clock::time_point::max()));
+    auto& later = make(3);
+    queue.push(later, 500ms);
+    BOOST_TEST(queue.reschedule(later, at(3h))); // looks for far tasks to move first: none can
+    for (int id = 4; id < 130; ++id) // the main heap's array (128 entries) full, or one short
+        queue.push(make(id), 500ms);
+    std::vector<node*> out;
+    out.reserve(200);
+    const auto all = [](node&) {
+        return true;
+    };
+    sched::test::fail_next_aligned_allocation(); // the main heap's growth as the far tasks move
+    BOOST_CHECK_THROW(queue.remove_if(all, std::back_inserter(out)), std::bad_alloc);
+    sched::test::fail_next_aligned_allocation(false);
+    BOOST_TEST(out.empty());
+    BOOST_TEST(queue.size() == 129u);
+    BOOST_TEST(queue.remove_if(all, std::back_inserter(out)) == 129u);
+    BOOST_TEST(queue.empty());
 }
 
 BOOST_AUTO_TEST_CASE(drain_and_clear_see_the_far_tier)

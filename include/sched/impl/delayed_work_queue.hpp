@@ -207,13 +207,17 @@ void basic_delayed_work_queue<Clock>::far_task_due(time_point due) noexcept
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::place_marker(time_point after) noexcept
+void basic_delayed_work_queue<Clock>::place_marker(time_point after, bool far_tasks_left) noexcept
 {
     const time_point earliest = far_earliest();
     const std::optional<std::size_t> at = heap_.find(marker_);
     if (earliest == time_point::max())
     {
-        if (at)
+        // Far tasks due "never" keep the marker, at "never": a reschedule that pulls one in
+        // then moves it, and needs no room.
+        if (at && far_tasks_left)
+            (void)heap_.move(*at, earliest, next_seq_++);
+        else if (at)
             heap_.remove_at(*at);
         return;
     }
@@ -224,7 +228,8 @@ void basic_delayed_work_queue<Clock>::place_marker(time_point after) noexcept
     if (at && heap_[*at].due == due && ahead > after)
         return;
     const bool earlier = !at || due < heap_[*at].due;
-    // Pushing cannot throw: the callers make room first (see push_locked() and reschedule()).
+    // Pushing cannot throw: a push makes room first (see push_locked()), and a reschedule finds
+    // the marker in the main heap (the far tier holds the task it moves).
     const std::size_t now_at =
         at ? heap_.move(*at, due, next_seq_++) : heap_.push(marker_, due, next_seq_++);
     if (now_at == 0 && earlier)
@@ -277,7 +282,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
-    place_marker(last_moved);
+    place_marker(last_moved, next != nullptr);
     if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
 }
@@ -603,23 +608,11 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
             elect(true); // a later head, perhaps another's
         return true;
     }
-    // A far task moves within its shard, and the marker earlier if need be: it then moves to the
-    // main heap when it must. The marker is out only while the far tier holds no task that can
-    // come out (the tasks due "never" that a reschedule left there): then it needs room.
+    // A far task moves within its shard, and the marker (in the main heap while the far tier
+    // holds a task) earlier if need be: it then moves to the main heap when it must.
     const std::size_t number = heap_number(task.heap_index_.load(std::memory_order_relaxed));
     if (number == 0 || number > shards_.size())
         return false;
-    if (far_earliest() == time_point::max() && due != time_point::max())
-    {
-        try
-        {
-            heap_.make_room();
-        }
-        catch (const std::bad_alloc&)
-        {
-            return false;
-        }
-    }
     shard& s = *shards_[number - 1];
     std::lock_guard shard_lock(s.mutex);
     const std::optional<std::size_t> at = s.tasks.find(task);
