@@ -347,6 +347,9 @@ private:
     // gone idle after shutdown: finish_pending() gives it back all the same).
     void take_pending() noexcept;
     void finish_pending() noexcept;
+    // As the pool shuts down (again, harmlessly): the pending count and the queue learn it, so
+    // that the last step to idle can tell the queue is empty.
+    void begin_closing() noexcept;
     // If the pool is shut down and nothing is queued or pending, marks it idle and lets the
     // workers go.
     void stop_if_idle() noexcept;

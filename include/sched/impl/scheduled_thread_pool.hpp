@@ -185,10 +185,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     std::lock_guard lock(shutdown_mutex_); // a second caller returns once the first is done
     run_state expected = run_state::running;
     if (state_.compare_exchange_strong(expected, run_state::shutdown))
-    {
-        pending_.fetch_or(closing_bit);
-        queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
-    }
+        begin_closing();
     else if (expected != run_state::shutdown || !drop_owed_)
         return;
     // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
@@ -211,8 +208,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
 {
     std::lock_guard lock(shutdown_mutex_);
     state_.store(run_state::stopped);
-    pending_.fetch_or(closing_bit);
-    queue_.close_far_tier();
+    begin_closing();
     std::exception_ptr failure;
     std::vector<task_handle_type> never_ran;
     std::vector<task_ptr> taken;
@@ -670,6 +666,13 @@ template <class Clock>
 void basic_scheduled_thread_pool<Clock>::take_pending() noexcept
 {
     pending_.fetch_add(1);
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::begin_closing() noexcept
+{
+    pending_.fetch_or(closing_bit);
+    queue_.close_far_tier(); // from now on, a removal can tell the queue is empty
 }
 
 template <class Clock>
