@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <vector>
 
@@ -252,11 +253,15 @@ public:
     /// leader, which then sleeps instead of a waiting thread. The waiting threads leave a head to
     /// its leader until it is @p grace overdue (beyond the slack: see set_slack()), and then take
     /// it themselves (one of them wakes for that): a leader that is held up (its io_context is
-    /// not running) delays the tasks behind it by no more. Call it before the queue is used. A
-    /// leader must outlive its leadership: until dismiss() or the queue's destruction (which steps
-    /// it down).
-    void set_leader_finder(leader_finder find, duration grace) noexcept
+    /// not running) delays the tasks behind it by no more. A thread asleep for a later head wakes
+    /// for an earlier one at most once per ten graces (heads that move earlier over and over do
+    /// not wake it each time), so a head that arrives within those may wait until they end.
+    /// Call it before the queue is used. A leader must outlive its leadership: until dismiss() or
+    /// the queue's destruction (which steps it down).
+    /** @throws std::invalid_argument if @p grace is negative. */
+    void set_leader_finder(leader_finder find, duration grace)
     {
+        check_not_negative(grace, "delayed_work_queue::set_leader_finder: negative grace");
         find_ = find;
         grace_ = grace;
     }
@@ -267,8 +272,10 @@ public:
     /// slack after it has nothing to share a wake-up with: it wakes on time. Tasks never run
     /// early; with a slack, up to that much later. Zero, the default, wakes on time. Call it
     /// before the queue is used: a thread already asleep keeps the time it went to sleep until.
-    void set_slack(duration slack) noexcept
+    /** @throws std::invalid_argument if @p slack is negative. */
+    void set_slack(duration slack)
     {
+        check_not_negative(slack, "delayed_work_queue::set_slack: negative slack");
         std::lock_guard lock(mutex_);
         slack_ = slack;
     }
@@ -278,8 +285,10 @@ public:
     /// wake-up's delay late. Polling keeps that thread busy; the slack is not used meanwhile.
     /// Zero, the default: sleep until the head is due (plus the slack). A clock that notifies
     /// (manual_clock) never polls. Call it before the queue is used.
-    void set_spin(duration spin) noexcept
+    /** @throws std::invalid_argument if @p spin is negative. */
+    void set_spin(duration spin)
     {
+        check_not_negative(spin, "delayed_work_queue::set_spin: negative spin");
         std::lock_guard lock(mutex_);
         if constexpr (!detail::notifying_clock<Clock>)
             spin_ = spin;
@@ -494,6 +503,12 @@ private:
         basic_delayed_work_queue* queue;
         void operator()() const noexcept { queue->wake_all(); }
     };
+
+    static void check_not_negative(duration d, const char* what)
+    {
+        if (d < duration::zero())
+            throw std::invalid_argument(what);
+    }
 
     // time_point::max() is "never", even for a clock that has been advanced all the way.
     static bool is_due(time_point due, time_point now) noexcept

@@ -936,6 +936,20 @@ BOOST_AUTO_TEST_CASE(the_heaps_arrays_go_back_to_the_system_as_it_outgrows_them_
     BOOST_TEST(after - before < cost / 4, "still " << after - before << " bytes above");
 }
 
+// A negative spin made every wait poll the clock from the moment a head was queued (its wake time
+// overflowed to the dawn of time: a review's probe spent 2 s of CPU on a head due in 2 s).
+BOOST_FIXTURE_TEST_CASE(negative_settings_are_refused, sched::test::queue_fixture)
+{
+    BOOST_CHECK_THROW(queue.set_spin(-1ns), std::invalid_argument);
+    BOOST_CHECK_THROW(queue.set_slack(-1ns), std::invalid_argument);
+    BOOST_CHECK_THROW(queue.set_leader_finder(nullptr, -1ns), std::invalid_argument);
+    BOOST_CHECK_THROW(queue.set_far_tier(-1ns, 1), std::invalid_argument);
+    queue.set_spin(0ns); // zero is each one's default
+    queue.set_slack(0ns);
+    queue.set_leader_finder(nullptr, 0ns);
+    queue.set_far_tier(0ns, 0);
+}
+
 // ----- Polling for the head (set_spin) ----------------------------------------------------------
 
 namespace {

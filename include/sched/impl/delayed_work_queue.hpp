@@ -322,8 +322,7 @@ void basic_delayed_work_queue<Clock>::note_now(time_point now) noexcept
 template <class Clock>
 void basic_delayed_work_queue<Clock>::set_far_tier(duration horizon, std::size_t shards)
 {
-    if (horizon < duration::zero())
-        throw std::invalid_argument("delayed_work_queue::set_far_tier: negative horizon");
+    check_not_negative(horizon, "delayed_work_queue::set_far_tier: negative horizon");
     if (shards > max_far_shards)
         throw std::invalid_argument("delayed_work_queue::set_far_tier: too many shards");
     if (horizon == duration::zero() || shards == 0)
