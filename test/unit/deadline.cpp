@@ -312,6 +312,28 @@ BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_po
     BOOST_TEST((result && *result == sched::error::shutdown));
 }
 
+// "Never" stays never for a deadline pushed back to it lazily, as for one armed there: the
+// queue's time_point::max() is never due, even once the clock gets there (it fired with success
+// before: a review's probe).
+BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_fire_when_the_clock_reaches_the_end,
+                        deadline_fixture)
+{
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    BOOST_TEST(deadline.expires_at(manual_clock::time_point::max())); // lazily: still at 1 s
+    manual_clock::advance(manual_clock::duration::max());             // saturates at the end
+    // The worker takes the entry at 1 s and puts it back at its expiry.
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] {
+        const auto* head = pool.queue().peek();
+        return head && head->due_time() == manual_clock::time_point::max();
+    }));
+    BOOST_TEST(run_ready() == 0u);
+    BOOST_TEST(deadline.armed());
+    BOOST_TEST(deadline.cancel());
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
 BOOST_AUTO_TEST_CASE(an_io_context_destroyed_first_takes_an_armed_deadlines_handler_with_it)
 {
     sched::test::manual_clock_fixture time;

@@ -25,6 +25,7 @@ public:
     using time_point = typename Clock::time_point;
     using rep = typename Clock::duration::rep;
     static constexpr rep fired = std::numeric_limits<rep>::min();
+    static constexpr rep never = std::numeric_limits<rep>::max(); // time_point::max()
 
     static rep ticks(time_point t) noexcept
     {
@@ -120,7 +121,8 @@ public:
         const typename word_type::rep now = Clock::now().time_since_epoch().count();
         const bool due = with_word([&](word_type& word) {
             typename word_type::rep expiry = word.value.load(std::memory_order_acquire);
-            while (expiry <= now)
+            // time_point::max() is "never", as in the queue, even once the clock gets there.
+            while (expiry <= now && expiry != word_type::never)
             {
                 if (word.value.compare_exchange_weak(expiry, word_type::fired,
                                                      std::memory_order_acq_rel,
