@@ -105,8 +105,10 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * and the periodic operations. A handler that would run on the pool itself (bound to its
  * executor) is destroyed unrun once the pool has stopped, as a stopped Asio context does.
  *
- * The pool must outlive the scheduler (operations are started on it); nothing else has to
- * outlive anything. Destroying the pool completes its pending operations with the shutdown
+ * The pool must outlive the scheduler (operations are started on it). As with Asio's own
+ * operations, the context of an executor a handler or a tick is bound to (other than the
+ * scheduler's I/O context and the pool) must outlive the operation until its handler has run
+ * or been destroyed. Destroying the pool completes its pending operations with the shutdown
  * error; destroying the I/O context first takes its operations out of the pool's queue and
  * destroys their handlers unrun, as Asio does with a context's pending handlers (it waits for
  * work or a tick that a worker is running, or a tick posted to its own executor, to come back:
