@@ -392,8 +392,9 @@ private:
     std::atomic<std::size_t> pending_{0};
     static constexpr std::size_t idle_bit = ~(~std::size_t(0) >> 1);
     static constexpr std::size_t closing_bit = idle_bit >> 1;
-    std::stop_source stop_;     // the workers exit; running stop-token tasks see it
-    std::mutex shutdown_mutex_; // one shutdown() or shutdown_now() at a time
+    std::stop_source stop_; // the workers exit; running stop-token tasks see it
+    // One shutdown() or shutdown_now() at a time chooses what to drop (held over no user code).
+    std::mutex shutdown_mutex_;
     // A shutdown() ran out of memory before it dropped what the policies drop: the next call
     // drops it. Guarded by shutdown_mutex_.
     bool drop_owed_ = false;

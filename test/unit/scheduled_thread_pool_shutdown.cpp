@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -460,6 +461,65 @@ BOOST_AUTO_TEST_CASE(a_stop_callback_may_shut_the_pool_down_and_destroy_it_insid
     BOOST_TEST(stopped_pool);
     BOOST_TEST((periodic.state() == future_state::interrupted));
     BOOST_TEST(ran.value() == 1);
+}
+
+// A shutdown runs no user code under its lock: the callable of a task it drops may shut the pool
+// down again from its destructor, and so may a running task's stop callback (both deadlocked
+// before: a review's probe).
+BOOST_AUTO_TEST_CASE(a_callable_dropped_by_shutdown_may_shut_the_pool_down_again,
+                     *boost::unit_test::timeout(60))
+{
+    struct shuts_down_as_it_goes
+    {
+        manual_pool* pool;
+        bool* shut_down_again;
+        bool owner = true;
+
+        shuts_down_as_it_goes(manual_pool* p, bool* flag) : pool(p), shut_down_again(flag) {}
+        shuts_down_as_it_goes(shuts_down_as_it_goes&& other) noexcept
+            : pool(other.pool), shut_down_again(other.shut_down_again)
+        {
+            other.owner = false;
+        }
+        ~shuts_down_as_it_goes()
+        {
+            if (owner)
+            {
+                (void)pool->shutdown_now();
+                *shut_down_again = true;
+            }
+        }
+        void operator()() const {}
+    };
+    sched::pool_options options = single_worker();
+    options.execute_existing_delayed_tasks_after_shutdown = false;
+    manual_pool pool(options);
+    bool shut_down_again = false;
+    auto f = pool.schedule(1h, shuts_down_as_it_goes(&pool, &shut_down_again));
+    pool.shutdown(); // drops the task
+    BOOST_TEST(shut_down_again);
+    BOOST_TEST(f.is_cancelled());
+    BOOST_TEST(pool.await_termination(60s));
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_callback_may_shut_the_pool_down_again_inside_shutdown_now,
+                     *boost::unit_test::timeout(60))
+{
+    manual_pool pool(1);
+    counter started;
+    bool shut_down_again = false; // written by the stop callback, on this thread
+    auto running = pool.submit([&](std::stop_token stop) {
+        const std::stop_callback on_stop(stop, [&] {
+            pool.shutdown();
+            shut_down_again = true;
+        });
+        return wait_for_stop(stop, started);
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    (void)pool.shutdown_now(); // requests the stop, which runs the callback here
+    BOOST_TEST(shut_down_again);
+    BOOST_TEST(running.get() == 1);
+    BOOST_TEST(pool.await_termination(60s));
 }
 
 BOOST_AUTO_TEST_CASE(await_termination_with_a_timeout_reports_a_live_pool)

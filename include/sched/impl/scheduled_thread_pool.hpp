@@ -182,20 +182,25 @@ void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::shutdown()
 {
-    std::lock_guard lock(shutdown_mutex_); // a second caller returns once the first is done
-    run_state expected = run_state::running;
-    if (state_.compare_exchange_strong(expected, run_state::shutdown))
-        begin_closing();
-    else if (expected != run_state::shutdown || !drop_owed_)
-        return;
-    // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
     std::exception_ptr failure;
-    std::vector<task_ptr> dropped = take_queued(
-        [this](const task_type& t) {
-            return t.state() != future_state::pending || !keeps_after_shutdown(t, t.due_time());
-        },
-        failure);
-    drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for the next call
+    std::vector<task_ptr> dropped;
+    {
+        std::lock_guard lock(shutdown_mutex_); // a second caller waits for the first's choice
+        run_state expected = run_state::running;
+        if (state_.compare_exchange_strong(expected, run_state::shutdown))
+            begin_closing();
+        else if (expected != run_state::shutdown || !drop_owed_)
+            return;
+        // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
+        dropped = take_queued(
+            [this](const task_type& t) {
+                return t.state() != future_state::pending || !keeps_after_shutdown(t, t.due_time());
+            },
+            failure);
+        drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for next time
+    }
+    // Without the lock: the callables dropped (their destructors, a handler told of the
+    // shutdown) may shut the pool down again.
     for (task_ptr& t : dropped)
         retire_cancelled(std::move(t));
     stop_if_idle(); // if nothing is queued or running, the workers may go
@@ -206,35 +211,40 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
 template <class Clock>
 auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_handle_type>
 {
-    std::lock_guard lock(shutdown_mutex_);
-    state_.store(run_state::stopped);
-    begin_closing();
     std::exception_ptr failure;
     std::vector<task_handle_type> never_ran;
     std::vector<task_ptr> taken;
-    try
     {
-        never_ran.reserve(room_for_queued()); // before any task leaves the queue
-        taken = take_queued([](const task_type&) { return true; }, failure);
-    }
-    catch (...) // out of memory: every task stays queued, for the next call
-    {
-        failure = std::current_exception();
-    }
-    for (task_ptr& t : taken) // in due order
-    {
-        t->disown(); // the handle decides now; the pool may be gone by then
-        if (t->state() == future_state::pending && !t->completes_handler() &&
-            never_ran.size() < never_ran.capacity()) // no room (racing pushes): cancelled below
+        std::lock_guard lock(shutdown_mutex_);
+        state_.store(run_state::stopped);
+        begin_closing();
+        try
         {
-            never_ran.push_back(task_handle_type(t.detach()));
+            never_ran.reserve(room_for_queued()); // before any task leaves the queue
+            taken = take_queued([](const task_type&) { return true; }, failure);
         }
-        else
+        catch (...) // out of memory: every task stays queued, for the next call
         {
-            // Cancelled while queued (its future knows already), an asynchronous operation,
-            // whose handler learns of the shutdown now, or a task with no room to be handed back.
+            failure = std::current_exception();
+        }
+        for (task_ptr& t : taken) // in due order
+        {
+            t->disown(); // the handle decides now; the pool may be gone by then
+            if (t->state() == future_state::pending && !t->completes_handler() &&
+                never_ran.size() < never_ran.capacity()) // no room (racing pushes): cancelled
+            {
+                never_ran.push_back(task_handle_type(t.detach()));
+            }
+        }
+    }
+    // Without the lock: what the tasks left over and the running tasks' stop callbacks do may
+    // shut the pool down again. Left over: cancelled while queued (its future knows already), an
+    // asynchronous operation, whose handler learns of the shutdown now, or a task with no room to
+    // be handed back.
+    for (task_ptr& t : taken)
+    {
+        if (t)
             retire_cancelled(std::move(t));
-        }
     }
     stop_.request_stop();
     if (failure)
