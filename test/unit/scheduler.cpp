@@ -275,6 +275,46 @@ BOOST_FIXTURE_TEST_CASE(a_completion_that_cannot_be_posted_destroys_its_handler_
     BOOST_TEST(!invoked);
 }
 
+// A handler whose move throws as its operation completes goes unrun: it is destroyed, its
+// executor's work is released, and the exception leaves run() (as with Asio's own operations).
+// Before, it leaked, and a run() of the io_context bound to it never returned: a review's probe.
+BOOST_FIXTURE_TEST_CASE(a_handler_whose_move_throws_at_completion_is_destroyed_and_lets_go,
+                        scheduler_fixture)
+{
+    struct refuses_to_move_later
+    {
+        std::shared_ptr<int> alive;
+        const bool* refuse;
+        bool* invoked;
+
+        refuses_to_move_later(std::shared_ptr<int> a, const bool* r, bool* i)
+            : alive(std::move(a)), refuse(r), invoked(i)
+        {}
+        refuses_to_move_later(refuses_to_move_later&& other)
+            : alive(other.alive), refuse(other.refuse), invoked(other.invoked)
+        {
+            if (*refuse)
+                throw std::runtime_error("the handler refuses to move");
+        }
+        void operator()(error_code) { *invoked = true; }
+    };
+    auto strand = boost::asio::make_strand(io);
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    bool refuse = false;
+    bool invoked = false;
+    scheduler.async_wait(
+        1s, boost::asio::bind_executor(strand, refuses_to_move_later(alive, &refuse, &invoked)));
+    alive.reset();
+    refuse = true;
+    manual_clock::advance(1s);
+    io.restart();
+    BOOST_CHECK_THROW(io.run_for(std::chrono::minutes(1)), std::runtime_error);
+    BOOST_TEST(!invoked);
+    BOOST_TEST(watch.expired());
+    run_to_end(); // returns: no work is left on the strand or the io_context
+}
+
 BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_before_it_runs,
                         scheduler_fixture)
 {

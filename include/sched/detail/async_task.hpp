@@ -706,18 +706,9 @@ private:
     void complete()
     {
         clear_slot();
-        auto args = [this] {
-            try
-            {
-                return outcome();
-            }
-            catch (...) // the work's result could not be moved: the handler goes unrun
-            {
-                abandon();
-                throw;
-            }
-        }();
-        Handler handler(std::move(*handler_));
+        // The work's result or the handler cannot be moved: the handler goes unrun.
+        auto args = or_abandon([this] { return outcome(); });
+        Handler handler = or_abandon([this] { return Handler(std::move(*handler_)); });
         {
             // Released before the handler runs, while this completion keeps its context
             // running: a handler may let its owner destroy the I/O context at once (use_future's
@@ -726,6 +717,21 @@ private:
         }
         let_go();
         std::apply(std::move(handler), std::move(args));
+    }
+
+    // Returns f(); if it throws, abandons the operation (its handler and work go) and rethrows.
+    template <class F>
+    auto or_abandon(F f)
+    {
+        try
+        {
+            return f();
+        }
+        catch (...)
+        {
+            abandon();
+            throw;
+        }
     }
 
     // The completion's action in its service's completion_queue.

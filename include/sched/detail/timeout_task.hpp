@@ -191,7 +191,7 @@ public:
         }
     }
 
-    timeout_handler(timeout_handler&&) noexcept = default;
+    timeout_handler(timeout_handler&&) = default; // noexcept as the handler's move is
     timeout_handler& operator=(timeout_handler&&) = delete;
 
     ~timeout_handler() { let_go(); }
