@@ -1,3 +1,4 @@
+#include <sched/error.hpp>
 #include <sched/scheduler.hpp>
 
 #include <sched/detail/completion_queue.hpp>
@@ -14,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -46,6 +48,14 @@ namespace {
 using error_code = boost::system::error_code;
 
 using sched::test::scheduler_fixture;
+
+// The service that the schedulers on `io` with the steady clock share.
+const sched::detail::scheduler_service<std::chrono::steady_clock>&
+steady_service(boost::asio::io_context& io)
+{
+    return boost::asio::use_service<sched::detail::scheduler_service<std::chrono::steady_clock>>(
+        io);
+}
 
 } // namespace
 
@@ -575,6 +585,72 @@ BOOST_AUTO_TEST_CASE(destroying_the_pool_destroys_unrun_a_handler_bound_to_it)
     BOOST_TEST(io.stopped()); // no work left behind
     BOOST_TEST(!called);
     BOOST_TEST(handler_state.expired());
+}
+
+// A long-lived io_context on which pools come and go keeps nothing of those gone: its service
+// drops their entries, and their alarms' timers once no handler of theirs is queued there.
+BOOST_AUTO_TEST_CASE(an_io_context_keeps_no_entry_for_the_pools_it_outlives,
+                     *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    const auto& service = steady_service(io);
+    for (int i = 0; i < 200; ++i)
+    {
+        BOOST_TEST_CONTEXT("pool " << i)
+        {
+            std::optional<error_code> result;
+            {
+                sched::scheduled_thread_pool pool(1);
+                sched::scheduler scheduler(io, pool); // its alarm's timer waits for the wait
+                boost::asio::cancellation_signal signal;
+                scheduler.async_wait(1h, boost::asio::bind_cancellation_slot(
+                                             signal.slot(), [&](error_code ec) { result = ec; }));
+                signal.emit(cancellation_type::terminal);
+                io.restart();
+                io.run_for(std::chrono::minutes(1)); // the handler, then the alarm's own
+                BOOST_TEST_REQUIRE(io.stopped());
+            }
+            BOOST_TEST_REQUIRE((result && *result == boost::asio::error::operation_aborted));
+            // The list is looked through each time it has doubled, from 8.
+            BOOST_TEST_REQUIRE(service.attached_pools() <= 16u);
+        }
+    }
+}
+
+// A pool destroyed while its alarm has handlers queued on an io_context that is not running (a
+// timer's wake, ended by a wait that moved the timer; another timer's wait; the check that stops
+// them): they run safely once the io_context runs, however many pools come and go meanwhile.
+BOOST_AUTO_TEST_CASE(an_alarms_handlers_queued_when_its_pool_goes_run_safely_after,
+                     *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    const auto& service = steady_service(io);
+    int ended = 0;
+    const auto record = [&](error_code ec) {
+        ended += ec == sched::error::shutdown;
+    };
+    {
+        sched::scheduled_thread_pool pool(1);
+        sched::scheduler scheduler(io, pool);
+        // The alarm's timers wait for the first two; the third moves the one that waits for 3 h,
+        // whose wait ends: its wake is queued.
+        scheduler.async_wait(3h, record);
+        scheduler.async_wait(1h, record);
+        scheduler.async_wait(30min, record);
+    } // the waits end (their completions queued) and the alarm steps down (its check queued)
+    const auto come_and_go = [&] {
+        for (int i = 0; i < 40; ++i) // past the list's doubling: it is looked through
+        {
+            sched::scheduled_thread_pool pool(1);
+            sched::scheduler scheduler(io, pool);
+        }
+    };
+    come_and_go();
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped());
+    BOOST_TEST(ended == 3);
+    come_and_go(); // the alarm, whose handlers have all run, goes now
+    BOOST_TEST(service.attached_pools() <= 16u);
 }
 
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handlers_unrun)

@@ -39,7 +39,7 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // executor): one wake-up, as for a steady_timer, where a worker would wake and then wake an
 // io_context's thread. The pool's queue calls it under its lock (see
 // basic_delayed_work_queue::set_leader_finder()); its scheduler_service owns it and retires it
-// before the io_context goes.
+// before the io_context goes, or destroys it once its pool is gone and it is idle().
 //
 // Two timers take turns: one waits for the head, the other for the task after it, if it is idle.
 // When the first fires, the io_context's reactor sets its clock for the second at once, and what
@@ -121,6 +121,7 @@ public:
             // On a thread of the io_context, a continuation: no other thread wakes for it.
             boost::asio::defer(*io_, settle{this});
             settle_posted_ = true;
+            ++queued_;
         }
         catch (...) // out of memory: they stop now
         {
@@ -137,7 +138,26 @@ public:
             [this] { pool_access::dismiss(*pool_, *this, [this] { may_lead_ = false; }); });
     }
 
+    // Whether no handler of its (a timer's wake, a poller, a settle) is queued or running on the
+    // io_context. Only the pool's queue, and those handlers themselves, queue them: once the pool
+    // is gone (its owner_link no longer alive()) and this is true, it stays true, and the alarm
+    // may be destroyed.
+    bool idle() noexcept
+    {
+        std::lock_guard lock(timers_mutex_);
+        return queued_ == finished_.load(std::memory_order_acquire);
+    }
+
 private:
+    // In a handler the alarm queued, counts it finished as it returns or throws: the last thing
+    // the handler does with the alarm (a handler destroyed unrun does nothing with it).
+    struct finish
+    {
+        io_alarm* alarm;
+
+        ~finish() { alarm->finished_.fetch_add(1, std::memory_order_release); }
+    };
+
     struct timer
     {
         explicit timer(boost::asio::io_context& io) : clock(io) {}
@@ -161,6 +181,7 @@ private:
                 armed.store(0, std::memory_order_relaxed);
                 throw;
             }
+            ++alarm->queued_; // under timers_mutex_, as every wait() is
         }
 
         void cancel() noexcept
@@ -188,6 +209,7 @@ private:
 
         void operator()(const boost::system::error_code& ec) const
         {
+            const finish done{alarm};
             std::uint64_t expected = wait_id;
             fired->armed.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
             if (ec) // moved to another time, or stopped
@@ -205,6 +227,7 @@ private:
 
         void operator()() const
         {
+            const finish done{alarm};
             (void)spin_until<Clock>(poll.until);
             alarm->run(poll);
         }
@@ -243,7 +266,9 @@ private:
     {
         try
         {
+            std::lock_guard lock(timers_mutex_);
             boost::asio::defer(*io_, poller{this, poll});
+            ++queued_;
         }
         catch (...)
         {
@@ -259,6 +284,7 @@ private:
 
         void operator()() const noexcept
         {
+            const finish done{alarm}; // after the lock is free
             std::lock_guard lock(alarm->timers_mutex_);
             alarm->settle_posted_ = false;
             if (!alarm->leads_)
@@ -296,6 +322,10 @@ private:
     std::uint64_t waits_ = 0;    // guarded by timers_mutex_, as are the rest
     bool leads_ = false;         // since the last lead_until() or step_down()
     bool settle_posted_ = false; // and settle has not run yet
+    std::uint64_t queued_ = 0;   // handlers it has queued on the io_context
+    // Of those, how many have finished: the last thing each does with the alarm, so that one
+    // that sees it equal to queued_ (acquiring) may destroy it.
+    std::atomic<std::uint64_t> finished_{0};
 };
 
 } // namespace sched::detail

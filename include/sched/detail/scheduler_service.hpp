@@ -57,7 +57,7 @@ public:
     // that the scheduler's executor submits to, else null. Returns the alarm that waits for the
     // scheduler's waits and bound ticks in `pool` on the io_context (see io_alarm), or null: with
     // no io_context, or on a clock that Asio's timers cannot wait for (the manual clock), the
-    // workers wait.
+    // workers wait. The entry it keeps for `pool` goes once the pool is gone (see prune()).
     io_alarm<Clock>* attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
     {
         const std::shared_ptr<owner_link<Clock>>& link = pool_access::link(pool);
@@ -71,6 +71,8 @@ public:
                                   [&](const attached& a) { return a.link == link; });
         if (found == pools_.end())
         {
+            if (pools_.size() >= prune_at_)
+                prune();
             closing_pools_.reserve(pools_.size() + 1); // for shutdown(), which cannot allocate
             pools_.push_back({link, &pool, nullptr});
             found = pools_.end() - 1;
@@ -88,6 +90,13 @@ public:
             }
         }
         return found->alarm.get();
+    }
+
+    // How many pools it keeps an entry for (for tests): the pools attached, less those dropped.
+    std::size_t attached_pools() const
+    {
+        std::lock_guard lock(mutex_);
+        return pools_.size();
     }
 
     // Whether the context is shutting down: an operation it counts ends rather than queue again.
@@ -174,6 +183,20 @@ private:
         std::shared_ptr<io_alarm<Clock>> alarm; // shared with shutdown()'s copy of the list
     };
 
+    // Under mutex_: drops the entries of the pools that are gone whose alarms are idle (none of
+    // their handlers can run any more: see io_alarm::idle()), destroying those alarms, and looks
+    // again once the list has doubled, so that attach() does so in amortised constant time.
+    void prune()
+    {
+        std::erase_if(pools_, [](const attached& a) {
+            if constexpr (has_io_alarm<Clock>)
+                return !a.link->alive() && (!a.alarm || a.alarm->idle());
+            else
+                return !a.link->alive();
+        });
+        prune_at_ = std::max(min_prune_at, 2 * pools_.size());
+    }
+
     // Under mutex_, after the count has left or reached zero: holds the io_context's work while
     // the count is above zero. Whoever moves the count last also comes here last, and sees it.
     void update_work() noexcept
@@ -223,9 +246,12 @@ private:
     }
 
     completion_queue<scheduler_service> completions_{*this};
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::condition_variable drained_;
     std::vector<attached> pools_; // guarded by mutex_
+    // The size at which attach() next looks for entries to drop; guarded by mutex_.
+    static constexpr std::size_t min_prune_at = 8;
+    std::size_t prune_at_ = min_prune_at;
     // Room for shutdown()'s copy of pools_, which it walks without the mutex: attach() makes it,
     // as shutdown() runs in the context's destructor and must not fail. Guarded by mutex_.
     std::vector<attached> closing_pools_;

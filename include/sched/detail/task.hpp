@@ -437,6 +437,14 @@ public:
             f();
     }
 
+    // Whether the owner is still there. Once false, it stays so, and whatever the owner did
+    // before sever() (and f() in with_owner()) happened before this returned.
+    bool alive()
+    {
+        std::lock_guard lock(mutex_);
+        return owner_ != nullptr;
+    }
+
     // The owner is leaving; returns once no finish_run() is inside it.
     void sever() noexcept
     {
