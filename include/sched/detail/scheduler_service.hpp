@@ -50,7 +50,7 @@ public:
     // not finished(), or null: known once a scheduler with an io_context's executor attaches.
     const boost::asio::io_context* holds_work() const noexcept
     {
-        return io_.load(std::memory_order_acquire);
+        return io_.load(); // sequentially consistent: see started()
     }
 
     // A scheduler on this context queues on `pool`; `io` is this context if it is an io_context
@@ -64,7 +64,7 @@ public:
         std::lock_guard lock(mutex_);
         if (io && !io_.load(std::memory_order_relaxed))
         {
-            io_.store(io, std::memory_order_release);
+            io_.store(io); // sequentially consistent: see started()
             update_work(); // operations may be live already (posts from other contexts')
         }
         auto found = std::find_if(pools_.begin(), pools_.end(),
@@ -108,7 +108,11 @@ public:
     // An operation may post to this context until finished().
     void started() noexcept
     {
-        if ((live_.fetch_add(1, std::memory_order_relaxed) & ~closing) == 0 && holds_work())
+        // The count's step from zero and attach()'s store of io_ are each followed by a load of
+        // the other (all sequentially consistent): at least one side sees the other, and takes
+        // the work. (Weaker orders let both miss: the service then held no work for a live
+        // operation, and run() could return before its handler ran.)
+        if ((live_.fetch_add(1) & ~closing) == 0 && holds_work())
         {
             std::lock_guard lock(mutex_);
             update_work();
@@ -204,7 +208,7 @@ private:
         boost::asio::io_context* io = io_.load(std::memory_order_relaxed);
         if (!io)
             return;
-        const bool live = (live_.load(std::memory_order_relaxed) & ~closing) != 0;
+        const bool live = (live_.load() & ~closing) != 0; // see started()
         if (live && !work_)
             work_.emplace(boost::asio::prefer(io->get_executor(),
                                               boost::asio::execution::outstanding_work.tracked));
