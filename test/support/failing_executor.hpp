@@ -7,18 +7,22 @@
 #include <boost/asio/post.hpp>
 
 #include <atomic>
+#include <exception>
 #include <new>
 #include <utility>
 
 namespace sched::test {
 
 // An io_context's executor whose submissions throw std::bad_alloc while `fail` is set: what a
-// post through it does when memory runs out (Asio allocates each submitted function).
+// post through it does when memory runs out (Asio allocates each submitted function). Or, given
+// `error`, they throw that instead: an executor that refuses work otherwise.
 class failing_executor
 {
 public:
-    failing_executor(boost::asio::io_context& io, const std::atomic<bool>& fail) noexcept
-        : inner_(io.get_executor()), fail_(&fail)
+    failing_executor(boost::asio::io_context& io,
+                     const std::atomic<bool>& fail,
+                     std::exception_ptr error = nullptr) noexcept
+        : inner_(io.get_executor()), fail_(&fail), error_(std::move(error))
     {}
 
     boost::asio::io_context& query(boost::asio::execution::context_t) const noexcept
@@ -35,6 +39,8 @@ public:
     template <class Function>
     void execute(Function&& f) const
     {
+        if (fail_->load() && error_)
+            std::rethrow_exception(error_);
         if (fail_->load())
             throw std::bad_alloc();
         boost::asio::post(inner_, std::forward<Function>(f));
@@ -42,7 +48,7 @@ public:
 
     friend bool operator==(const failing_executor& a, const failing_executor& b) noexcept
     {
-        return a.inner_ == b.inner_ && a.fail_ == b.fail_;
+        return a.inner_ == b.inner_ && a.fail_ == b.fail_ && a.error_ == b.error_;
     }
 
     friend bool operator!=(const failing_executor& a, const failing_executor& b) noexcept
@@ -53,6 +59,7 @@ public:
 private:
     boost::asio::io_context::executor_type inner_;
     const std::atomic<bool>* fail_;
+    std::exception_ptr error_;
 };
 
 } // namespace sched::test

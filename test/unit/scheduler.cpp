@@ -32,6 +32,7 @@
 #include "support/failing_allocation.hpp"
 #include "support/failing_executor.hpp"
 #include "support/io_fixture.hpp"
+#include "support/stderr_capture.hpp"
 #include "support/wait.hpp"
 
 using namespace std::chrono_literals;
@@ -280,6 +281,30 @@ BOOST_FIXTURE_TEST_CASE(a_completion_that_cannot_be_posted_destroys_its_handler_
     manual_clock::advance(1s);
     settle(pool); // the wait fired, and its completion could not be posted
     BOOST_TEST(watch.expired());
+    run_to_end(); // returns: nothing keeps the scheduler's io_context running
+    BOOST_TEST(other.run() == 0u);
+    BOOST_TEST(!invoked);
+}
+
+// An executor that refuses the completion with another exception (an empty any_io_executor's
+// bad_executor, say): the handler goes unrun as above, and the exception is written on
+// std::cerr rather than lost.
+BOOST_FIXTURE_TEST_CASE(a_completion_its_executor_refuses_is_reported, scheduler_fixture)
+{
+    boost::asio::io_context other;
+    const std::atomic<bool> refuse{true};
+    bool invoked = false;
+    sched::test::stderr_capture captured;
+    scheduler.async_wait(
+        1s, boost::asio::bind_executor(
+                sched::test::failing_executor(
+                    other, refuse, std::make_exception_ptr(std::runtime_error("closed for now"))),
+                [&invoked](error_code) { invoked = true; }));
+    manual_clock::advance(1s);
+    settle(pool); // the wait fired, and its executor refused the completion
+    BOOST_TEST(
+        captured.text().find("refused it; its handler was destroyed unrun: closed for now") !=
+        std::string::npos);
     run_to_end(); // returns: nothing keeps the scheduler's io_context running
     BOOST_TEST(other.run() == 0u);
     BOOST_TEST(!invoked);

@@ -8,6 +8,7 @@
 #include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/recycler.hpp>
+#include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/task_impl.hpp>
@@ -682,8 +683,13 @@ private:
                                                   [&] { handler_work_.post(std::move(c)); });
             }
         }
-        catch (...) // out of memory: the completion destroyed the handler unrun
+        catch (const std::bad_alloc&) // out of memory: the completion destroyed the handler unrun
         {}
+        catch (...) // refused otherwise (an empty executor's bad_executor, say): the same, said
+        {
+            report_failure("a completion's executor refused it; its handler was destroyed unrun",
+                           std::current_exception());
+        }
         if (counted)
             counted->finished(); // the context has it now
     }

@@ -10,6 +10,10 @@ namespace sched::detail {
 // `sched: a task on "<who>" threw: <what()>`. Never throws.
 void report_uncaught(std::string_view who, const std::exception_ptr& error) noexcept;
 
+// Writes one line on std::cerr for an exception that nobody else will see, thrown as the library
+// did `what_failed`: `sched: <what_failed>: <what()>`. Never throws.
+void report_failure(std::string_view what_failed, const std::exception_ptr& error) noexcept;
+
 } // namespace sched::detail
 
 #endif // SCHED_DETAIL_REPORT_UNCAUGHT_HPP
