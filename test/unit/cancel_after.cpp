@@ -44,12 +44,14 @@ using error_code = boost::system::error_code;
 
 struct cancel_after_fixture : sched::test::scheduler_fixture
 {
-    std::optional<error_code> result;
+    std::optional<error_code> result; // the last completion's
+    int completions = 0;
 
     auto on_done()
     {
         return [this](error_code ec) {
             result = ec;
+            ++completions;
         };
     }
 
@@ -166,6 +168,8 @@ BOOST_FIXTURE_TEST_CASE(an_operation_that_completes_inside_the_emission_ends_onc
     complete_one(); // the emission, and inside it the operation's completion (it deadlocked)
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
     BOOST_TEST(pool.queue().size() == 0u);
+    run_to_end(); // a second completion, if any, would run here
+    BOOST_TEST(completions == 1);
 }
 
 // A pool that is shut down cannot time the operation: rather than let it go on unbounded, the

@@ -40,6 +40,24 @@ using namespace std::chrono_literals;
 namespace {
 
 using error_code = boost::system::error_code;
+
+// Joins a thread that runs `io` as the test ends; one that a failed requirement ends early stops
+// the io_context first (a thread still joinable would end the whole run, and `io` would go under
+// it).
+struct joined_on_exit
+{
+    boost::asio::io_context& io;
+    std::thread& runner;
+
+    ~joined_on_exit()
+    {
+        if (runner.joinable())
+        {
+            io.stop();
+            runner.join();
+        }
+    }
+};
 using clock_type = std::chrono::steady_clock;
 
 // A one-worker pool on the steady clock, a scheduler on an io_context, and one wait's outcome.
@@ -568,6 +586,7 @@ BOOST_FIXTURE_TEST_CASE(an_io_context_thread_polls_for_a_wait_and_runs_other_han
     };
     boost::asio::post(io, link);
     std::thread runner([this] { io.run_for(60s); });
+    const joined_on_exit joined{io, runner};
     BOOST_TEST(sched::test::eventually([&] { return links.load() > 1000; }));
     sched::manual_clock::advance(10s);
     BOOST_TEST_REQUIRE((result.get_future().wait_for(5s) == std::future_status::ready));
@@ -592,6 +611,7 @@ BOOST_FIXTURE_TEST_CASE(cancelling_the_wait_a_thread_polls_for_ends_the_polling,
     scheduler.async_wait(at(10s), boost::asio::bind_cancellation_slot(
                                       signal.slot(), [&](error_code ec) { second = ec; }));
     std::thread runner([this] { io.run_for(60s); });
+    const joined_on_exit joined{io, runner};
     sched::manual_clock::advance(5s);
     BOOST_TEST_REQUIRE((first.get_future().wait_for(5s) == std::future_status::ready));
     runner.join(); // within a minute: a thread polling on would keep it for the whole minute
@@ -623,6 +643,7 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_while_its_thread_polls_leaves_the_
             }
         }
     });
+    const joined_on_exit joined{io, runner};
     sched::manual_clock::advance(5s);
     BOOST_TEST_REQUIRE(sched::test::eventually([&] { return thrown.load() == 1; }));
     sched::manual_clock::advance(1s);

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <new>
 #include <numeric>
+#include <stop_token>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -261,10 +262,10 @@ BOOST_AUTO_TEST_CASE(a_process_forked_while_another_thread_uses_the_recycler_can
 {
     constexpr std::size_t size = 56;
     constexpr std::size_t count = 2'000; // more than a thread's cache keeps of a class
-    std::atomic<bool> stop{false};
-    std::thread churn([&] {
+    // Stopped and joined as the test ends, even by a failed requirement.
+    std::jthread churn([&](const std::stop_token& stop) {
         std::vector<void*> blocks(count);
-        while (!stop.load())
+        while (!stop.stop_requested())
         {
             for (void*& block : blocks)
                 block = recycled_allocate(size);
@@ -292,8 +293,6 @@ BOOST_AUTO_TEST_CASE(a_process_forked_while_another_thread_uses_the_recycler_can
         BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
         stuck += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }
-    stop.store(true);
-    churn.join();
     BOOST_TEST(stuck == 0);
 }
 
