@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,30 @@ struct cancel_after_fixture : sched::test::scheduler_fixture
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_cancel_after)
+
+// The handler given to the wrapped operation moves as the user's handler does: one whose move
+// may throw is not declared never to throw (a throw would have ended the program).
+BOOST_AUTO_TEST_CASE(the_wrapped_handler_may_throw_on_a_move_only_if_the_handler_may)
+{
+    struct throwing_move
+    {
+        throwing_move() = default;
+        throwing_move(throwing_move&&) noexcept(false) {}
+        void operator()(error_code) {}
+    };
+    struct quiet_move
+    {
+        void operator()(error_code) {}
+    };
+    using timeout = sched::detail::timeout_task<std::chrono::steady_clock,
+                                                boost::asio::io_context::executor_type>;
+    constexpr bool throwing_may_throw = !std::is_nothrow_move_constructible_v<
+        sched::detail::timeout_handler<throwing_move, timeout>>;
+    constexpr bool quiet_stays_quiet =
+        std::is_nothrow_move_constructible_v<sched::detail::timeout_handler<quiet_move, timeout>>;
+    BOOST_TEST(throwing_may_throw);
+    BOOST_TEST(quiet_stays_quiet);
+}
 
 BOOST_FIXTURE_TEST_CASE(an_operation_outliving_its_timeout_is_cancelled, cancel_after_fixture)
 {

@@ -489,7 +489,13 @@ BOOST_FIXTURE_TEST_CASE(terminal_cancellation_asks_running_stop_token_work_to_st
     BOOST_TEST(stopped.value_or(false)); // it ran to its end, which the stop request hastened
 }
 
-BOOST_FIXTURE_TEST_CASE(a_cancelled_async_schedule_reports_operation_aborted, scheduler_fixture)
+// Work that has not started has had no effect: every cancellation type takes it out.
+BOOST_DATA_TEST_CASE_F(scheduler_fixture,
+                       a_cancelled_async_schedule_reports_operation_aborted,
+                       boost::unit_test::data::make({cancellation_type::terminal,
+                                                     cancellation_type::partial,
+                                                     cancellation_type::total}),
+                       type)
 {
     boost::asio::cancellation_signal signal;
     bool ran = false;
@@ -498,7 +504,9 @@ BOOST_FIXTURE_TEST_CASE(a_cancelled_async_schedule_reports_operation_aborted, sc
         1s, [&] { ran = true; },
         boost::asio::bind_cancellation_slot(signal.slot(),
                                             [&](std::exception_ptr e) { error = e; }));
-    signal.emit(cancellation_type::terminal);
+    BOOST_TEST(pool.queue().size() == 1u);
+    signal.emit(type);
+    BOOST_TEST(pool.queue().size() == 0u); // out through its heap index
     complete_one();
     manual_clock::advance(1s);
     settle(pool);
