@@ -566,7 +566,7 @@ private:
         }
         if (due == time_point::max())
             return due;
-        return due.time_since_epoch() < duration::min() + spin_ ? time_point::min() : due - spin_;
+        return detail::saturating_subtract(due, spin_);
     }
     // Under the lock, with a head: when whoever leads it wakes for it.
     time_point head_wake_time() const noexcept

@@ -325,8 +325,8 @@ private:
         if (t >= wall_now)
             return detail::due_after<Clock>(distance(wall_now, t)); // saturates at "never"
         const time_point now = Clock::now();
-        const duration ago = detail::saturating_cast<duration>(distance(t, wall_now));
-        return now.time_since_epoch() < duration::min() + ago ? time_point::min() : now - ago;
+        return detail::saturating_subtract(
+            now, detail::saturating_cast<duration>(distance(t, wall_now)));
     }
 
     // java.util.Timer's fixed delay: a grid that each run's start moves.

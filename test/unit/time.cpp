@@ -66,6 +66,17 @@ BOOST_AUTO_TEST_CASE(saturating_add_treats_negative_as_zero_and_caps_at_max)
     BOOST_TEST((saturating_add(steady_point::max(), ns(1)) == steady_point::max()));
 }
 
+BOOST_AUTO_TEST_CASE(saturating_subtract_treats_negative_as_zero_and_caps_at_min)
+{
+    using sched::detail::saturating_subtract;
+    const steady_point t(100s);
+    BOOST_TEST((saturating_subtract(t, ns(-5)) == t));
+    BOOST_TEST((saturating_subtract(t, ns(5)) == t - ns(5)));
+    BOOST_TEST((saturating_subtract(steady_point(-1s), ns::max()) == steady_point::min()));
+    BOOST_TEST((saturating_subtract(steady_point::min(), ns(1)) == steady_point::min()));
+    BOOST_TEST((saturating_subtract(steady_point(0s), ns::max()) == steady_point(-ns::max())));
+}
+
 BOOST_AUTO_TEST_CASE(saturating_difference_is_exact_in_range_and_clamps_beyond)
 {
     using sched::detail::saturating_difference;

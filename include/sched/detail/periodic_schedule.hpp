@@ -177,10 +177,9 @@ public:
     {
         if (point_ == time_point::max())
             return point_; // never
-        if (offset_ >= duration::zero())
-            return saturating_add(point_, offset_);
-        return point_.time_since_epoch() < duration::min() - offset_ ? time_point::min()
-                                                                     : point_ + offset_;
+        // The offset is within ± the period, so its negation fits.
+        return offset_ >= duration::zero() ? saturating_add(point_, offset_)
+                                           : saturating_subtract(point_, -offset_);
     }
 
 private:

@@ -63,6 +63,18 @@ constexpr TimePoint saturating_add(TimePoint t, typename TimePoint::duration d) 
     return t + d;
 }
 
+// t - d, where a negative d counts as zero and the difference saturates at time_point::min().
+template <class TimePoint>
+constexpr TimePoint saturating_subtract(TimePoint t, typename TimePoint::duration d) noexcept
+{
+    using duration = typename TimePoint::duration;
+    if (d <= duration::zero())
+        return t;
+    if (t.time_since_epoch() < duration::min() + d)
+        return TimePoint::min();
+    return t - d;
+}
+
 // a - b, saturating at the duration's limits instead of overflowing (for a time point far in the
 // past or future, such as time_point::min()).
 template <class TimePoint>

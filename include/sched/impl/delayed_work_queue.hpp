@@ -221,9 +221,7 @@ void basic_delayed_work_queue<Clock>::place_marker(time_point after, bool far_ta
             heap_.remove_at(*at);
         return;
     }
-    const duration lead = far_horizon_ / 2;
-    const time_point ahead =
-        earliest.time_since_epoch() < duration::min() + lead ? time_point::min() : earliest - lead;
+    const time_point ahead = detail::saturating_subtract(earliest, far_horizon_ / 2);
     const time_point due = std::max(ahead, after);
     if (at && heap_[*at].due == due && ahead > after)
         return;
