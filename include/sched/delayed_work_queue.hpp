@@ -74,7 +74,8 @@ public:
     class node
     {
     public:
-        /// When the task is due if it is queued, or was last due if it has left the queue.
+        /// When the task is due if it is queued, or was last due if it has left the queue, or
+        /// would have been due if push_if() refused it.
         time_point due_time() const noexcept
         {
             return time_point(duration(due_.load(std::memory_order_relaxed)));
@@ -94,7 +95,8 @@ public:
         // may read it before taking that lock, and another queue to refuse the task.
         std::atomic<std::size_t> heap_index_{not_queued};
         std::atomic<typename duration::rep> due_{0};
-        // Push order within its heap, breaking ties of due time; guarded by that heap's lock.
+        // Push order within its heap, breaking ties of due time (kept by push_again_if());
+        // guarded by that heap's lock.
         std::uint64_t seq_ = 0;
     };
 
@@ -169,6 +171,13 @@ public:
      */
     template <class Predicate>
     bool push_if(node& task, time_point due, Predicate allowed);
+
+    /// Like push_if(), for a task that was queued before and has left (a periodic task's next
+    /// run): among tasks due at the same time it keeps the place its first push gave it (as
+    /// Java's periodic tasks keep their sequence number), rather than go after those pushed
+    /// since. Tasks that cross the far tier take a new place as they leave it.
+    template <class Predicate>
+    bool push_again_if(node& task, time_point due, Predicate allowed);
 
     /// Removes and returns the head once it is due, blocking until then.
     /**
@@ -516,13 +525,24 @@ private:
         return due <= now && due != time_point::max();
     }
 
+    // Where a push puts a task among those due at the same time: after every other (a new
+    // push order), or where it was (the push order it was given before).
+    enum class push_order
+    {
+        last,
+        kept
+    };
+
     // Pushes `task` if `allowed()`, called once under the lock the push takes: nullopt if it did
     // not; otherwise whether the task became the head.
     template <class Predicate>
-    std::optional<bool> push_checked(node& task, time_point due, Predicate& allowed);
+    std::optional<bool>
+    push_checked(node& task, time_point due, Predicate& allowed, push_order order);
+    // push_checked()'s refusal: the task keeps the due time it would have had.
+    static std::nullopt_t refused(node& task, time_point due) noexcept;
     // Under the lock: pushes `task`; `far` is what far_shard_for() said with the recent reading
     // (a task it did not send there stays near; one it did is judged again by the clock).
-    bool push_locked(node& task, time_point due, shard* far);
+    bool push_locked(node& task, time_point due, shard* far, push_order order);
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
@@ -616,7 +636,7 @@ private:
         return time_point(duration(far_earliest_.load(std::memory_order_relaxed)));
     }
     // Under the lock and the shard's: adds `task` to `s`, moving the marker earlier if need be.
-    void push_far(shard& s, node& task, time_point due);
+    void push_far(shard& s, node& task, time_point due, push_order order);
     // Under a shard's lock, and the main lock if `due` is before far_earliest(): a far task is
     // now due at `due`; the marker moves earlier if need be (room for it made beforehand).
     void far_task_due(time_point due) noexcept;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/blocking_call.hpp"
+#include "support/millisecond_clock.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
@@ -1218,6 +1219,25 @@ BOOST_FIXTURE_TEST_CASE(without_a_poll_an_external_leader_is_asked_again_within_
     head_within_the_spin();
     BOOST_TEST(queue.take_led(leader, [](silent_queue::node&) noexcept {}) == nullptr);
     BOOST_TEST(leader.wakes.size() == 2u);
+}
+
+// ----- Clocks of the user's --------------------------------------------------------------------
+
+// On a clock coarser than nanoseconds, a head a thousand years ahead is representable, so not
+// "never": the standard library's wait on such a clock adds the time left to the steady clock in
+// nanoseconds, which overflowed, so each wait ended at once and the taker spun without sleeping.
+BOOST_AUTO_TEST_CASE(a_taker_sleeps_for_a_head_due_centuries_ahead_on_a_coarse_clock,
+                     *boost::unit_test::timeout(60))
+{
+    using clock = sched::test::millisecond_clock;
+    sched::basic_delayed_work_queue<clock> coarse_queue;
+    sched::test::basic_test_task<clock> task(1);
+    coarse_queue.push(task, clock::now() + sched::test::millennium);
+    std::stop_source stop;
+    blocking_call<bool> taker([&] { return coarse_queue.take(stop.get_token()) != nullptr; });
+    BOOST_TEST(taker.wait_until_blocked(0, 10s));
+    stop.request_stop();
+    BOOST_TEST(!taker.get()); // stopped, not given the task
 }
 
 BOOST_AUTO_TEST_SUITE_END()

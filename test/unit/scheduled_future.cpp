@@ -14,6 +14,7 @@
 
 #include "support/blocking_call.hpp"
 #include "support/counter.hpp"
+#include "support/millisecond_clock.hpp"
 #include "support/pool_fixture.hpp"
 
 using namespace std::chrono_literals;
@@ -247,6 +248,20 @@ BOOST_AUTO_TEST_CASE(get_of_a_cancelled_task_wakes_a_blocked_waiter, *boost::uni
     BOOST_TEST_REQUIRE(waiter.wait_until_blocked());
     BOOST_TEST(f.cancel());
     BOOST_TEST(waiter.get() == "cancelled");
+}
+
+// A deadline a thousand years ahead on a clock coarser than nanoseconds: the standard library's
+// wait on it overflowed, each wait ended at once, and the waiter spun.
+BOOST_AUTO_TEST_CASE(wait_until_a_deadline_centuries_ahead_on_a_coarse_clock_sleeps,
+                     *boost::unit_test::timeout(60))
+{
+    using clock = sched::test::millisecond_clock;
+    auto f = pool.schedule(5s, [] { return 11; });
+    sched::test::blocking_call waiter(
+        [f] { return f.wait_until(clock::now() + sched::test::millennium); });
+    BOOST_TEST_REQUIRE(waiter.wait_until_blocked(0, 10s));
+    manual_clock::advance(5s);
+    BOOST_TEST((waiter.get() == std::future_status::ready));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -100,6 +100,32 @@ BOOST_AUTO_TEST_CASE(tasks_run_in_due_order_and_equal_due_times_in_scheduling_or
     BOOST_TEST(order == (std::vector<int>{5, 2, 4, 3, 6, 1}), boost::test_tools::per_element());
 }
 
+// Java's periodic task keeps the sequence number it was created with: its next run comes before
+// a task scheduled after it for the same time, even one queued before that run was (with one
+// heap: no far tier).
+BOOST_AUTO_TEST_CASE(a_periodic_tasks_later_runs_keep_its_place_among_equal_due_times)
+{
+    sched::pool_options options = single_worker();
+    options.far_tier_horizon = 0ns;
+    manual_pool pool(options);
+    std::mutex mutex;
+    std::vector<std::string> order;
+    auto record = [&](std::string what) {
+        std::lock_guard lock(mutex);
+        order.push_back(std::move(what));
+    };
+    auto periodic = pool.schedule_at_fixed_rate(10s, 10s, [&] { record("periodic"); });
+    auto one_shot = pool.schedule(20s, [&] { record("one-shot"); }); // queued before run 2 is
+    manual_clock::advance(10s);
+    settle(pool); // the first run is over, and the second queued
+    manual_clock::advance(10s);
+    one_shot.get();
+    settle(pool);
+    periodic.cancel();
+    const std::vector<std::string> expected{"periodic", "periodic", "one-shot"};
+    BOOST_TEST(order == expected, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(schedule_at_runs_at_the_time_point)
 {
     manual_pool pool(1);

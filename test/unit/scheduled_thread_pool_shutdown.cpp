@@ -358,7 +358,8 @@ BOOST_AUTO_TEST_CASE(the_caller_runs_policy_runs_the_task_on_the_calling_thread)
     pool.shutdown();
     const auto caller = std::this_thread::get_id();
     auto f = pool.schedule(1h, [] { return std::this_thread::get_id(); });
-    BOOST_TEST(f.is_done()); // ran before schedule() returned, its delay ignored
+    BOOST_TEST(f.is_done());       // ran before schedule() returned, its delay ignored
+    BOOST_TEST((f.delay() == 1h)); // but kept, as in Java
     BOOST_TEST((f.get() == caller));
     counter periodic_runs;
     auto periodic = pool.schedule_at_fixed_rate(1s, 1s, [&] { periodic_runs.increment(); });
@@ -401,7 +402,8 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
         ran.increment();
         return 2;
     });
-    BOOST_TEST(rejected.is_cancelled()); // the owner learns it will not run
+    BOOST_TEST(rejected.is_cancelled());  // the owner learns it will not run
+    BOOST_TEST((rejected.delay() == 1s)); // when it would have been due, as in Java
     BOOST_CHECK_THROW(rejected.get(), sched::cancelled_error);
     manual_clock::advance(10s);
     BOOST_TEST(queued.get() == 1);

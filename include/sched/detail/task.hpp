@@ -6,6 +6,7 @@
 
 #include <sched/detail/parking.hpp>
 #include <sched/detail/periodic_schedule.hpp>
+#include <sched/detail/timed_wait.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -224,7 +225,10 @@ public:
         waiters_.store(true);
         parking_slot& slot = parking_slot_for(this);
         std::unique_lock lock(slot.mutex);
-        return slot.completed.wait_until(lock, deadline, [this] { return settled(); });
+        while (!settled())
+            if (!timed_wait(slot.completed, lock, deadline))
+                return settled();
+        return true;
     }
 
 protected:

@@ -4,6 +4,7 @@
 #include <sched/delayed_work_queue.hpp>
 
 #include <sched/detail/spin_wait.hpp>
+#include <sched/detail/timed_wait.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -97,20 +98,29 @@ bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
     auto always = [] {
         return true;
     };
-    return *push_checked(task, due, always);
+    return *push_checked(task, due, always, push_order::last);
 }
 
 template <class Clock>
 template <class Predicate>
 bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predicate allowed)
 {
-    return push_checked(task, due, allowed).has_value();
+    return push_checked(task, due, allowed, push_order::last).has_value();
 }
 
 template <class Clock>
 template <class Predicate>
-std::optional<bool>
-basic_delayed_work_queue<Clock>::push_checked(node& task, time_point due, Predicate& allowed)
+bool basic_delayed_work_queue<Clock>::push_again_if(node& task, time_point due, Predicate allowed)
+{
+    return push_checked(task, due, allowed, push_order::kept).has_value();
+}
+
+template <class Clock>
+template <class Predicate>
+std::optional<bool> basic_delayed_work_queue<Clock>::push_checked(node& task,
+                                                                  time_point due,
+                                                                  Predicate& allowed,
+                                                                  push_order order)
 {
     // The common far push takes its shard's lock only; one that would move the marker takes the
     // main lock first.
@@ -121,15 +131,22 @@ basic_delayed_work_queue<Clock>::push_checked(node& task, time_point due, Predic
         if (far_open_.load(std::memory_order_relaxed) && due >= far_earliest())
         {
             if (!allowed())
-                return std::nullopt;
-            push_far(*far, task, due);
+                return refused(task, due);
+            push_far(*far, task, due, order);
             return false;
         }
     }
     std::lock_guard lock(mutex_);
     if (!allowed())
-        return std::nullopt;
-    return push_locked(task, due, far);
+        return refused(task, due);
+    return push_locked(task, due, far, order);
+}
+
+template <class Clock>
+std::nullopt_t basic_delayed_work_queue<Clock>::refused(node& task, time_point due) noexcept
+{
+    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    return std::nullopt;
 }
 
 template <class Clock>
@@ -159,7 +176,10 @@ auto basic_delayed_work_queue<Clock>::far_shard_for(node& task,
 }
 
 template <class Clock>
-bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due, shard* far)
+bool basic_delayed_work_queue<Clock>::push_locked(node& task,
+                                                  time_point due,
+                                                  shard* far,
+                                                  push_order order)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
@@ -176,11 +196,11 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due, sh
         // Room for the marker first: once it holds far tasks, it is in the main heap.
         heap_.make_room();
         std::lock_guard shard_lock(s->mutex);
-        push_far(*s, task, due);
+        push_far(*s, task, due, order);
         return false;
     }
     move_far_tasks_before(due);
-    if (heap_.push(task, due, next_seq_++) != 0)
+    if (heap_.push(task, due, order == push_order::kept ? task.seq_ : next_seq_++) != 0)
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
     head_moved_earlier();
@@ -188,11 +208,14 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task, time_point due, sh
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
+void basic_delayed_work_queue<Clock>::push_far(shard& s,
+                                               node& task,
+                                               time_point due,
+                                               push_order order)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    (void)s.tasks.push(task, due, s.next_seq++);
+    (void)s.tasks.push(task, due, order == push_order::kept ? task.seq_ : s.next_seq++);
     far_task_due(due); // only from push_locked() if earlier, under the main lock
 }
 
@@ -787,7 +810,7 @@ void basic_delayed_work_queue<Clock>::wait_until(std::unique_lock<detail::atomic
     else if (t == time_point::max())
         available_.wait(lock);
     else
-        available_.wait_until(lock, t);
+        (void)detail::timed_wait(available_, lock, t);
 }
 
 template <class Clock>

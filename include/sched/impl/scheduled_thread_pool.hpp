@@ -547,7 +547,7 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     {
         // Checked under the queue's lock (or a far shard's): a cancel or a shutdown that came
         // while the task ran either finds it queued (and takes it out) or is seen here.
-        queued = queue_.push_if(
+        queued = queue_.push_again_if(
             *t, due, [&] { return keeps_after_shutdown(*t, due) && belongs_in_queue(*t); });
     }
     catch (...)
