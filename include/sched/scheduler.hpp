@@ -336,8 +336,8 @@ private:
 
     static detail::scheduler_service<Clock>& service_for(const executor_type& ex)
     {
-        return boost::asio::use_service<detail::scheduler_service<Clock>>(
-            boost::asio::query(ex, boost::asio::execution::context));
+        return detail::scheduler_service<Clock>::of(
+            boost::asio::query(ex, boost::asio::execution::context), io_context_of(ex));
     }
 
     static boost::asio::io_context* io_context_of(const executor_type& ex) noexcept

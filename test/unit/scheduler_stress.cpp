@@ -367,4 +367,65 @@ BOOST_AUTO_TEST_CASE(deadlines_moved_between_objects_while_workers_reach_their_e
     BOOST_TEST_MESSAGE("fired before the end: " << fired << " of " << deadlines);
 }
 
+// io_contexts destroyed while the workers complete operations into them: work whose handlers are
+// bound to strands made after the scheduler, and waits that the io_context's alarm leads, with
+// pool tasks around them so that the workers elect it again and again. Asio shuts a context's
+// services down newest first and must not be used meanwhile: the strand and timer services ran
+// their shutdown while workers were still posting to them (a data race that TSan reports).
+// Every handler is destroyed unrun exactly once (the io_contexts never run).
+BOOST_AUTO_TEST_CASE(io_contexts_destroyed_while_workers_complete_into_their_strands_and_timers,
+                     *boost::unit_test::timeout(300))
+{
+    struct handler_count
+    {
+        std::atomic<long> made{0};
+        std::atomic<long> gone{0};
+        std::atomic<long> invoked{0};
+    } count;
+    // Counts itself made and gone, once, however often it is moved.
+    struct tracked
+    {
+        handler_count* count;
+        explicit tracked(handler_count& c) : count(&c) { ++c.made; }
+        tracked(tracked&& other) noexcept : count(std::exchange(other.count, nullptr)) {}
+        tracked& operator=(tracked&&) = delete;
+        ~tracked()
+        {
+            if (count)
+                ++count->gone;
+        }
+    };
+    sched::scheduled_thread_pool pool(3);
+    std::mt19937 random(7);
+    for (int round = 0; round < 100; ++round)
+    {
+        auto io = std::make_unique<boost::asio::io_context>();
+        {
+            sched::scheduler scheduler(*io, pool);
+            std::vector<boost::asio::strand<boost::asio::io_context::executor_type>> strands;
+            for (int i = 0; i < 16; ++i)
+                strands.push_back(boost::asio::make_strand(*io));
+            for (int i = 0; i < 200; ++i)
+            {
+                const auto delay = std::chrono::microseconds(random() % 2000);
+                if (i % 2 == 0)
+                    scheduler.async_schedule(
+                        delay, [] {},
+                        boost::asio::bind_executor(
+                            strands[i % 16],
+                            [t = tracked(count)](std::exception_ptr) { ++t.count->invoked; }));
+                else
+                    scheduler.async_wait(delay,
+                                         [t = tracked(count)](error_code) { ++t.count->invoked; });
+                pool.schedule(delay, [] {});
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(random() % 2000));
+        io.reset();
+    }
+    BOOST_TEST(count.invoked.load() == 0);
+    BOOST_TEST(count.made.load() == 20'000);
+    BOOST_TEST(count.gone.load() == count.made.load());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

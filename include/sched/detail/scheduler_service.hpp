@@ -9,7 +9,11 @@
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
 
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/detail/strand_executor_service.hpp>
+#include <boost/asio/detail/strand_service.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +49,16 @@ public:
     explicit scheduler_service(boost::asio::execution_context& context)
         : boost::asio::detail::execution_context_service_base<scheduler_service>(context)
     {}
+
+    // The service of a scheduler's execution context, made if there is none yet; `io` is that
+    // context if it is an io_context, else null.
+    static scheduler_service& of(boost::asio::execution_context& context,
+                                 boost::asio::io_context* io)
+    {
+        if (io && !boost::asio::has_service<scheduler_service>(context))
+            make_services_posted_to(*io);
+        return boost::asio::use_service<scheduler_service>(context);
+    }
 
     // The io_context whose outstanding work this service holds while started() operations are
     // not finished(), or null: known once a scheduler with an io_context's executor attaches.
@@ -180,6 +194,22 @@ public:
     }
 
 private:
+    // Asio shuts a context's services down newest first, with no thread of its own running, and
+    // a service shutting down must not be used meanwhile. Until this service has shut down, the
+    // workers still use some of the others from their own threads: the strands that handlers and
+    // ticks are bound to, and the timers of the alarms. Those services are made before this one
+    // is registered, so that they shut down after it.
+    static void make_services_posted_to(boost::asio::io_context& io)
+    {
+        (void)boost::asio::use_service<boost::asio::detail::strand_executor_service>(io);
+        (void)boost::asio::use_service<boost::asio::detail::strand_service>(
+            io); // io_context::strand
+        if constexpr (has_io_alarm<Clock>)
+        {
+            boost::asio::basic_waitable_timer<Clock> registers_the_timer_services(io);
+        }
+    }
+
     struct attached
     {
         std::shared_ptr<owner_link<Clock>> link; // says whether the pool is still there
