@@ -90,6 +90,17 @@ public:
         take_wait(other);
     }
 
+    /// Takes over the expiry and armed wait of a deadline with another executor type (as
+    /// `as_default_on` does); the armed wait completes as it was started to.
+    template <class Executor1>
+    requires(!std::same_as<Executor1, Executor> &&
+             std::constructible_from<Executor, const Executor1&>)
+        basic_deadline(basic_deadline<Clock, Executor1>&& other)
+        : scheduler_(std::move(other.scheduler_)), expiry_(other.expiry_)
+    {
+        take_wait(other);
+    }
+
     /// Cancels this deadline's armed wait, then takes over @p other's.
     basic_deadline& operator=(basic_deadline&& other) noexcept
     {
@@ -206,8 +217,12 @@ private:
         }
     }
 
+    template <class, class>
+    friend class basic_deadline;
+
     // Takes over other's wait, which finds its expiry in this deadline's word from now on.
-    void take_wait(basic_deadline& other) noexcept
+    template <class Executor1>
+    void take_wait(basic_deadline<Clock, Executor1>& other) noexcept
     {
         wait_ = std::move(other.wait_);
         if (wait_)

@@ -1,15 +1,18 @@
 #include <sched/deadline.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "support/counting_allocator.hpp"
@@ -396,6 +399,25 @@ BOOST_FIXTURE_TEST_CASE(a_wait_that_cannot_go_back_in_the_queue_completes_with_n
     manual_clock::advance(1s);
     complete_one();
     BOOST_TEST((result && !*result));
+}
+
+// As Asio's timers: `as_default_on` rebinds a deadline to another executor type, with its expiry
+// and its armed wait (which completes as it was started to).
+BOOST_FIXTURE_TEST_CASE(a_deadline_rebound_to_another_executor_type_keeps_its_armed_wait,
+                        deadline_fixture)
+{
+    deadline.expires_after(5s);
+    deadline.async_wait(on_expiry());
+    auto rebound = boost::asio::as_tuple(boost::asio::deferred).as_default_on(std::move(deadline));
+    static_assert(!std::is_same_v<decltype(rebound), manual_deadline>);
+    BOOST_TEST(rebound.armed());
+    BOOST_TEST(rebound.expiry() == at(5s));
+    BOOST_TEST(!deadline.armed());         // moved from
+    BOOST_TEST(rebound.expires_after(1s)); // the wait moves with it
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(!rebound.armed());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
