@@ -11,6 +11,7 @@
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/time.hpp>
 #include <sched/detail/timer_node.hpp>
+#include <sched/detail/timer_slack.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -372,6 +373,7 @@ private:
     void main_loop(std::stop_token stop)
     {
         detail::name_this_thread(name_);
+        detail::wake_on_time(); // as the pool's workers: its tasks start on time
         while (typename queue_type::node* taken = queue_.take(stop))
         {
             run(static_cast<node_type&>(*taken));
