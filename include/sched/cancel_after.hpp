@@ -39,9 +39,12 @@ public:
     /// When the timeout falls.
     const detail::due_spec<Clock>& due() const noexcept { return due_; }
 
+    /// The token of the operation it bounds.
     Token& token() noexcept { return token_; }
     const Token& token() const noexcept { return token_; }
+    /// Whose pool holds the timeout.
     basic_scheduler<Clock, Executor>& scheduler() const noexcept { return *scheduler_; }
+    /// The type of cancellation emitted when the timeout falls.
     boost::asio::cancellation_type type() const noexcept { return type_; }
 
 private:

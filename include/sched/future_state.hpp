@@ -15,9 +15,10 @@ namespace sched {
  *
  * A periodic task stays pending between runs. A task that is running is still pending. The
  * transient states last while the call that made them finishes its work (a cancel, while it
- * tells the pool); a task in one is done (is_done()) and waiters return, and cancelling and
- * interrupting ones are cancelled (is_cancelled()). cancel(true) requests stop once the task is
- * interrupted.
+ * tells the pool); a task in one is done (is_done()), and cancelling and interrupting ones are
+ * cancelled (is_cancelled()). Waiters return in cancelling and interrupting, whose outcome is
+ * fixed; in completing, they wait for the outcome to be stored. cancel(true) requests stop once the
+ * task is interrupted.
  */
 enum class future_state : std::uint8_t
 {

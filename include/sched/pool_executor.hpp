@@ -50,7 +50,8 @@ struct pool_executor_bits
  * A queued function runs on a worker like a task due now: after the tasks due before it, and
  * with the pool's decorate_task, before_execute and after_execute hooks. A function run inside
  * execute() runs as part of its caller, without hooks of its own. Either way, what it throws goes
- * to the after_execute hook, neither to the caller nor out of the worker.
+ * to the after_execute hook and to the pool's error_sink (or std::cerr without one), neither to
+ * the caller nor out of the worker.
  *
  * @par Shutdown
  * The pool's shutdown() stops scheduling, not the executor: it still accepts functions and runs

@@ -113,7 +113,8 @@ struct pool_options
     std::function<void(std::exception_ptr)> error_sink;
 
     /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's
-    /// wait, on the io_context's thread that takes it (see basic_scheduler).
+    /// wait, and a tick bound to its io_context, on the io_context's thread that takes it (see
+    /// basic_scheduler).
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's

@@ -114,7 +114,8 @@ public:
     explicit basic_scheduled_thread_pool(pool_options options);
 
     /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
-    /// workers.
+    /// workers. Not from one of the pool's own tasks (a worker cannot join itself: the process
+    /// terminates).
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;
@@ -135,7 +136,7 @@ public:
     /// Runs @p f once, @p delay from now.
     /**
      * @returns A future for what @p f returns.
-     * @throws std::invalid_argument if @p f is empty.
+     * @throws std::invalid_argument if @p f is empty (or @p delay is NaN).
      * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
      */
     template <class F, class Rep, class Period>
@@ -159,8 +160,8 @@ public:
      * @p f returns void and takes nothing, a std::stop_token, a `const tick_type&`, or both
      * (tick first). The future completes only when the task ends: cancelled, or failed with what
      * @p f threw as its failure policy says.
-     * @throws std::invalid_argument if @p period is not positive, @p f is empty, or the jitter is
-     * larger than the period.
+     * @throws std::invalid_argument if @p period is not positive, @p f is empty, the jitter is
+     * larger than the period, or a duration is NaN.
      * @throws sched::rejected_execution after shutdown under rejection_policy::abort.
      */
     template <class F, class Rep1, class Period1, class Rep2, class Period2>

@@ -9,7 +9,8 @@
 namespace sched {
 
 /// What one run of a periodic task knows about itself. A periodic callable that takes a
-/// `const sched::tick&` (optionally followed by a std::stop_token) is given one on every run.
+/// `const sched::tick&` is given one on every run (on the pool and the scheduler, it may take a
+/// std::stop_token after it).
 /**
  * Jitter included, `scheduled` is when this run was due; `started - scheduled` is how late it
  * started. `missed` counts the points of the task's schedule that passed without a run since the

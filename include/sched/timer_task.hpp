@@ -54,9 +54,9 @@ public:
     /// Cancels the task (java.util.TimerTask.cancel()): it will not run again. A run under way
     /// finishes. The task stays in its timer's queue (with what its callable holds) until it
     /// falls due, when it is dropped unrun, or basic_timer::purge() removes it, as in Java.
-    /** @returns true if this prevented a run: a one-shot task that had not run, or any
-     *  periodic task; false if it had not been scheduled, had run once, or was already
-     *  cancelled. */
+    /** @returns true if this prevented a run: a one-shot task that had not run, or a periodic
+     *  task that had not ended; false if it had not been scheduled, had run once or ended, or
+     *  was already cancelled. */
     bool cancel() noexcept { return node_->cancel(); }
 
     /// Where the task is in its life.

@@ -8,7 +8,8 @@ enum class timer_task_state
 {
     virgin,    ///< Not scheduled yet.
     scheduled, ///< Scheduled; a one-shot task has not run yet, a periodic task may have.
-    executed,  ///< A one-shot task ran (or is running); a periodic task ended by throwing.
+    executed,  ///< A one-shot task ran (or is running); a periodic task ended (its failure policy,
+               ///< or no memory to queue its next run).
     cancelled, ///< Cancelled (by cancel(), or by the timer's cancel() before it ran).
 };
 
