@@ -173,9 +173,10 @@ public:
     bool push_if(node& task, time_point due, Predicate allowed);
 
     /// Like push_if(), for a task that was queued before and has left (a periodic task's next
-    /// run): among tasks due at the same time it keeps the place its first push gave it (as
-    /// Java's periodic tasks keep their sequence number), rather than go after those pushed
-    /// since. Tasks that cross the far tier take a new place as they leave it.
+    /// run): among tasks due at the same time it keeps the place it had when it left (as Java's
+    /// periodic tasks keep their sequence number), rather than go after those pushed since.
+    /// With the far tier open it takes a new place, as tasks do when they move out of the far
+    /// tier, so that the order stays that of the pushes.
     template <class Predicate>
     bool push_again_if(node& task, time_point due, Predicate allowed);
 
@@ -636,7 +637,7 @@ private:
         return time_point(duration(far_earliest_.load(std::memory_order_relaxed)));
     }
     // Under the lock and the shard's: adds `task` to `s`, moving the marker earlier if need be.
-    void push_far(shard& s, node& task, time_point due, push_order order);
+    void push_far(shard& s, node& task, time_point due);
     // Under a shard's lock, and the main lock if `due` is before far_earliest(): a far task is
     // now due at `due`; the marker moves earlier if need be (room for it made beforehand).
     void far_task_due(time_point due) noexcept;

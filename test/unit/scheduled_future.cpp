@@ -264,4 +264,18 @@ BOOST_AUTO_TEST_CASE(wait_until_a_deadline_centuries_ahead_on_a_coarse_clock_sle
     BOOST_TEST((waiter.get() == std::future_status::ready));
 }
 
+// A deadline in hours on the steady clock, near the end of its range: the standard library's
+// conversion to nanoseconds overflowed there too.
+BOOST_AUTO_TEST_CASE(wait_until_a_far_deadline_in_a_coarse_unit_of_the_steady_clock_sleeps,
+                     *boost::unit_test::timeout(60))
+{
+    using hours_point = std::chrono::time_point<std::chrono::steady_clock, std::chrono::hours>;
+    auto f = pool.schedule(5s, [] { return 11; });
+    sched::test::blocking_call waiter(
+        [f] { return f.wait_until(hours_point::max() - std::chrono::hours(1)); });
+    BOOST_TEST_REQUIRE(waiter.wait_until_blocked(0, 10s));
+    manual_clock::advance(5s);
+    BOOST_TEST((waiter.get() == std::future_status::ready));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

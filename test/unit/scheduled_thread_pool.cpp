@@ -126,6 +126,32 @@ BOOST_AUTO_TEST_CASE(a_periodic_tasks_later_runs_keep_its_place_among_equal_due_
     BOOST_TEST(order == expected, boost::test_tools::per_element());
 }
 
+// With the far tier (the default), tasks moved out of it take new places in the queue: a periodic
+// task's next run takes a new one too, or it would pass a task scheduled before it for the same
+// time that went through the far tier.
+BOOST_AUTO_TEST_CASE(with_the_far_tier_a_periodic_tasks_later_runs_come_after_earlier_tasks)
+{
+    manual_pool pool(single_worker());
+    std::mutex mutex;
+    std::vector<std::string> order;
+    auto record = [&](std::string what) {
+        std::lock_guard lock(mutex);
+        order.push_back(std::move(what));
+    };
+    auto far = pool.schedule(100ms, [&] { record("far"); }); // beyond the horizon: far tier
+    auto periodic = pool.schedule_at_fixed_rate(10ms, 10ms, [&] { record("periodic"); });
+    for (int step = 0; step < 10; ++step)
+    {
+        manual_clock::advance(10ms);
+        settle(pool);
+    }
+    far.get();
+    periodic.cancel();
+    BOOST_TEST_REQUIRE(order.size() == 11u);
+    BOOST_TEST(order[9] == "far"); // at 100 ms, the far task before the periodic's tenth run
+    BOOST_TEST(order[10] == "periodic");
+}
+
 BOOST_AUTO_TEST_CASE(schedule_at_runs_at_the_time_point)
 {
     manual_pool pool(1);

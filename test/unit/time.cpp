@@ -77,6 +77,21 @@ BOOST_AUTO_TEST_CASE(saturating_subtract_treats_negative_as_zero_and_caps_at_min
     BOOST_TEST((saturating_subtract(steady_point(0s), ns::max()) == steady_point(-ns::max())));
 }
 
+BOOST_AUTO_TEST_CASE(saturating_ceil_rounds_up_to_a_coarser_unit_and_clamps_to_a_finer_one)
+{
+    using sched::detail::saturating_ceil;
+    using ms = std::chrono::milliseconds;
+    BOOST_TEST((saturating_ceil<ms>(ns(1'000'001)) == ms(2))); // a deadline is not reached early
+    BOOST_TEST((saturating_ceil<ms>(ns(2'000'000)) == ms(2)));
+    BOOST_TEST((saturating_ceil<ms>(ns(-1'500'000)) == ms(-1)));
+    BOOST_TEST((saturating_ceil<ms>(ns::max()) == ms(ns::max().count() / 1'000'000 + 1)));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::hours::max()) == ns::max()));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::hours::min()) == ns::min()));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::duration<double>(1e30)) == ns::max()));
+    using float_ms = std::chrono::duration<double, std::milli>;
+    BOOST_TEST((saturating_ceil<float_ms>(ns(1'500'000)) == float_ms(1.5))); // nothing to round
+}
+
 BOOST_AUTO_TEST_CASE(saturating_difference_is_exact_in_range_and_clamps_beyond)
 {
     using sched::detail::saturating_difference;

@@ -47,16 +47,19 @@ class scheduler_service final
 {
 public:
     explicit scheduler_service(boost::asio::execution_context& context)
-        : boost::asio::detail::execution_context_service_base<scheduler_service>(context)
+        : boost::asio::detail::execution_context_service_base<scheduler_service>(context),
+          // Registered before this service, so shut down after it: see services_first().
+          timers_first_(has_timer_services(context))
     {}
 
-    // The service of a scheduler's execution context, made if there is none yet; `io` is that
-    // context if it is an io_context, else null.
+    // The service of `context`, made if there is none yet, after the services that the workers
+    // use from their own threads (see services_first()); `io` is that context if it is an
+    // io_context (of a scheduler's executor), else null.
     static scheduler_service& of(boost::asio::execution_context& context,
                                  boost::asio::io_context* io)
     {
-        if (io && !boost::asio::has_service<scheduler_service>(context))
-            make_services_posted_to(*io);
+        if (!boost::asio::has_service<scheduler_service>(context))
+            services_first(context, io);
         return boost::asio::use_service<scheduler_service>(context);
     }
 
@@ -70,8 +73,9 @@ public:
     // A scheduler on this context queues on `pool`; `io` is this context if it is an io_context
     // that the scheduler's executor submits to, else null. Returns the alarm that waits for the
     // scheduler's waits and bound ticks in `pool` on the io_context (see io_alarm), or null: with
-    // no io_context, or on a clock that Asio's timers cannot wait for (the manual clock), the
-    // workers wait. The entry it keeps for `pool` goes once the pool is gone (see prune()).
+    // no io_context, on a clock that Asio's timers cannot wait for (the manual clock), or when
+    // the timers' services are newer than this one (see services_first()), the workers wait. The
+    // entry it keeps for `pool` goes once the pool is gone (see prune()).
     io_alarm<Clock>* attach(basic_scheduled_thread_pool<Clock>& pool, boost::asio::io_context* io)
     {
         const std::shared_ptr<owner_link<Clock>>& link = pool_access::link(pool);
@@ -93,7 +97,7 @@ public:
         }
         if constexpr (has_io_alarm<Clock>)
         {
-            if (io && !found->alarm)
+            if (io && !found->alarm && timers_first_)
             {
                 try
                 {
@@ -183,7 +187,7 @@ public:
             std::forward<Post>(post)();
             return;
         }
-        scheduler_service& service = boost::asio::use_service<scheduler_service>(target);
+        scheduler_service& service = of(target, nullptr);
         service.started();
         struct finish
         {
@@ -197,17 +201,37 @@ private:
     // Asio shuts a context's services down newest first, with no thread of its own running, and
     // a service shutting down must not be used meanwhile. Until this service has shut down, the
     // workers still use some of the others from their own threads: the strands that handlers and
-    // ticks are bound to, and the timers of the alarms. Those services are made before this one
-    // is registered, so that they shut down after it.
-    static void make_services_posted_to(boost::asio::io_context& io)
+    // ticks are bound to, and on an io_context, the timers of its alarms. Those services are made
+    // before this one is registered, so that they shut down after it. A service first made by a
+    // post from another context's operation does not know its context to be an io_context: it
+    // makes no timers first, and then leaves the waiting to the workers (see attach()).
+    static void services_first(boost::asio::execution_context& context, boost::asio::io_context* io)
     {
-        (void)boost::asio::use_service<boost::asio::detail::strand_executor_service>(io);
-        (void)boost::asio::use_service<boost::asio::detail::strand_service>(
-            io); // io_context::strand
+        (void)boost::asio::use_service<boost::asio::detail::strand_executor_service>(context);
+        if (!io)
+            return;
+        (void)boost::asio::use_service<boost::asio::detail::strand_service>(*io);
         if constexpr (has_io_alarm<Clock>)
         {
-            boost::asio::basic_waitable_timer<Clock> registers_the_timer_services(io);
+            try
+            {
+                boost::asio::basic_waitable_timer<Clock> makes_the_timer_services(*io);
+            }
+            catch (const boost::system::system_error&) // no reactor (out of file descriptors):
+            {}                                         // the workers wait instead
         }
+    }
+
+    static bool has_timer_services(boost::asio::execution_context& context) noexcept
+    {
+        if constexpr (has_io_alarm<Clock>)
+        {
+            using timer_service = boost::asio::detail::deadline_timer_service<
+                boost::asio::detail::chrono_time_traits<Clock, boost::asio::wait_traits<Clock>>>;
+            return boost::asio::has_service<timer_service>(context);
+        }
+        else
+            return false;
     }
 
     struct attached
@@ -292,6 +316,8 @@ private:
     // The number of operations that may post to this context, and the closing bit.
     static constexpr std::size_t closing = std::size_t(1) << (sizeof(std::size_t) * 8 - 1);
     std::atomic<std::size_t> live_{0};
+    // Whether the services of the alarms' timers are older than this one (see services_first()).
+    const bool timers_first_;
     std::atomic<boost::asio::io_context*> io_{nullptr}; // set once, under mutex_
     std::optional<tracked_executor_t<boost::asio::io_context::executor_type>> work_; // mutex_
 };

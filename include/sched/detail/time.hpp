@@ -37,6 +37,8 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
             return To::min();
         return To(static_cast<typename To::rep>(count));
     }
+    else if constexpr (std::is_floating_point_v<typename To::rep>)
+        return std::chrono::duration_cast<To>(d); // an integer's range fits in any float's
     else if constexpr (std::ratio_less_equal_v<typename To::period, Period>)
     {
         // From is at least as coarse as To: compare with To's limits expressed in From's unit
@@ -48,6 +50,22 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
             return To::min();
     }
     return std::chrono::duration_cast<To>(d);
+}
+
+// `d` in To's unit, rounded up (a deadline converted so is not reached before it), clamping to
+// To's range instead of overflowing.
+template <class To, class Rep, class Period>
+constexpr To saturating_ceil(std::chrono::duration<Rep, Period> d) noexcept
+{
+    // To a finer unit, or to floating point: nothing to round.
+    if constexpr (std::is_floating_point_v<typename To::rep> ||
+                  std::ratio_less_v<typename To::period, Period>)
+        return saturating_cast<To>(d);
+    else
+    {
+        const To down = saturating_cast<To>(d); // towards zero
+        return down < d && down != To::max() ? down + To(1) : down;
+    }
 }
 
 // t + d, where a negative d counts as zero (a negative delay means "now", as in Java) and the

@@ -17,26 +17,28 @@ namespace sched::detail {
 // the time left to the steady clock's now in nanoseconds, which overflows for a time point
 // further ahead than the steady clock can reach (292 years in nanoseconds; any time point on a
 // coarser clock may be): the wait then ends at once, and a caller that waits again spins. Such a
-// wait is made a day at a time here instead.
+// wait is made a day at a time here instead. A time point in a unit other than its clock's is
+// rounded up to the clock's: the wait never ends before it.
 template <class ConditionVariable, class Lock, class WaitClock, class Duration>
 bool timed_wait(ConditionVariable& cv,
                 Lock& lock,
                 const std::chrono::time_point<WaitClock, Duration>& t)
 {
     using steady = std::chrono::steady_clock;
+    using clock_duration = typename WaitClock::duration;
+    // In the clock's own unit, rounded up and saturating: a coarse or far time point would
+    // overflow the standard library's conversions even on the steady or system clock.
+    const typename WaitClock::time_point due(saturating_ceil<clock_duration>(t.time_since_epoch()));
     if constexpr (std::is_same_v<WaitClock, steady> ||
                   std::is_same_v<WaitClock, std::chrono::system_clock>)
-        return cv.wait_until(lock, t) == std::cv_status::no_timeout;
+        return cv.wait_until(lock, due) == std::cv_status::no_timeout;
     else
     {
-        using clock_duration = typename WaitClock::duration;
-        const typename WaitClock::time_point due(
-            saturating_cast<clock_duration>(t.time_since_epoch()));
         const clock_duration left = saturating_difference(due, WaitClock::now());
         if (left <= clock_duration::zero())
             return false;
         constexpr steady::duration day = std::chrono::hours(24);
-        const steady::duration wait = saturating_cast<steady::duration>(left);
+        const steady::duration wait = saturating_ceil<steady::duration>(left);
         cv.wait_for(lock, wait < day ? wait : day);
         return true;
     }

@@ -132,7 +132,7 @@ std::optional<bool> basic_delayed_work_queue<Clock>::push_checked(node& task,
         {
             if (!allowed())
                 return refused(task, due);
-            push_far(*far, task, due, order);
+            push_far(*far, task, due);
             return false;
         }
     }
@@ -145,7 +145,10 @@ std::optional<bool> basic_delayed_work_queue<Clock>::push_checked(node& task,
 template <class Clock>
 std::nullopt_t basic_delayed_work_queue<Clock>::refused(node& task, time_point due) noexcept
 {
-    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    // Not a task queued here or elsewhere (the push would have thrown): its due time is that
+    // queue's.
+    if (task.heap_index_.load(std::memory_order_relaxed) == not_queued)
+        task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
     return std::nullopt;
 }
 
@@ -196,11 +199,13 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
         // Room for the marker first: once it holds far tasks, it is in the main heap.
         heap_.make_room();
         std::lock_guard shard_lock(s->mutex);
-        push_far(*s, task, due, order);
+        push_far(*s, task, due);
         return false;
     }
     move_far_tasks_before(due);
-    if (heap_.push(task, due, order == push_order::kept ? task.seq_ : next_seq_++) != 0)
+    // A kept place holds only with one tier: tasks moved out of the far tier take new ones.
+    const bool keep = order == push_order::kept && !far_open_.load(std::memory_order_relaxed);
+    if (heap_.push(task, due, keep ? task.seq_ : next_seq_++) != 0)
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
     head_moved_earlier();
@@ -208,14 +213,11 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
 }
 
 template <class Clock>
-void basic_delayed_work_queue<Clock>::push_far(shard& s,
-                                               node& task,
-                                               time_point due,
-                                               push_order order)
+void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
 {
     if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    (void)s.tasks.push(task, due, order == push_order::kept ? task.seq_ : s.next_seq++);
+    (void)s.tasks.push(task, due, s.next_seq++);
     far_task_due(due); // only from push_locked() if earlier, under the main lock
 }
 

@@ -547,8 +547,13 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     {
         // Checked under the queue's lock (or a far shard's): a cancel or a shutdown that came
         // while the task ran either finds it queued (and takes it out) or is seen here.
-        queued = queue_.push_again_if(
-            *t, due, [&] { return keeps_after_shutdown(*t, due) && belongs_in_queue(*t); });
+        auto allowed = [&] {
+            return keeps_after_shutdown(*t, due) && belongs_in_queue(*t);
+        };
+        // A periodic task keeps its place among tasks due at the same time, as Java's keeps its
+        // sequence number; a deadline's wait pushed back takes a new one, as one pulled in does.
+        queued = t->is_periodic() ? queue_.push_again_if(*t, due, allowed)
+                                  : queue_.push_if(*t, due, allowed);
     }
     catch (...)
     {
