@@ -312,8 +312,10 @@ public:
     /// at the same time in the order they were pushed, except two pushed from different threads
     /// that were both in the far tier: they come out in either order. (Which tasks are far is
     /// judged from a recent clock reading; after a while with no thread looking at the clock, a
-    /// task due sooner may count as far.) Zero horizon or shards:
-    /// none (the default). Call it before the queue is used.
+    /// task due sooner may count as far.) When memory runs out as far tasks move, those that
+    /// could not stay in the far tier and move a millisecond later: tasks due by then come out
+    /// meanwhile, even after a far task overdue. Zero horizon or shards: none (the default).
+    /// Call it before the queue is used.
     /**
      * @throws std::invalid_argument if @p horizon is negative or @p shards is above
      * max_far_shards.

@@ -248,6 +248,30 @@ BOOST_AUTO_TEST_CASE(remove_if_out_of_memory_removes_nothing_even_beside_far_tas
     BOOST_TEST(queue.empty());
 }
 
+// A far task that cannot move to the main heap for want of memory holds up no task due before
+// it: its marker comes due again a millisecond later. Before, the marker stayed at the head, due,
+// so a taker woke for it over and over, holding up the tasks behind it until memory came back (a
+// helper's probe: a worker at 80-95% of a core for as long).
+BOOST_AUTO_TEST_CASE(out_of_memory_a_far_task_holds_up_no_task_due_before_it)
+{
+    queue.push(make(1), 10s); // far: its marker comes due at 9.5 s
+    manual_clock::advance(9s);
+    queue.push(make(2), 800ms);
+    for (int id = 3; id < 65; ++id) // with the marker, the main heap's first array full
+        queue.push(make(id), 990ms);
+    manual_clock::advance(900ms);
+    sched::test::fail_next_aligned_allocation(); // the main heap's growth as the far task moves
+    BOOST_TEST(id_of(queue.poll()) == 2);
+    BOOST_TEST(!sched::test::aligned_allocation_failure_armed()); // the move was tried
+    sched::test::fail_next_aligned_allocation(false);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(100ms);
+    const std::vector<int> rest = poll_all();
+    BOOST_TEST(rest.size() == 63u);
+    BOOST_TEST(rest.back() == 1);
+    BOOST_TEST(queue.empty());
+}
+
 BOOST_AUTO_TEST_CASE(drain_and_clear_see_the_far_tier)
 {
     for (int i = 0; i < 6; ++i)

@@ -279,6 +279,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     // When the batch ends before the tier does, the marker goes behind the tasks it moved, which
     // may be due: they come out first, then the marker moves the next batch.
     time_point last_moved = time_point::min();
+    bool out_of_memory = false;
     for (std::size_t moved = 0;; ++moved)
     {
         shard* const from = first_shard();
@@ -295,7 +296,8 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
         }
         catch (const std::bad_alloc&)
         {
-            break; // the rest stay: the marker comes due again at once
+            out_of_memory = true; // the rest stay
+            break;
         }
         last_moved = from->tasks.front().due;
         node* const task = from->tasks.pop_front();
@@ -305,6 +307,13 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
+    // Out of memory, the marker comes due again a millisecond from now (the scheduler's service
+    // retries so too), not at once: its leader would wake for it over and over, and hold up the
+    // tasks due meanwhile, which come out instead.
+    if (out_of_memory)
+        last_moved = std::max(
+            last_moved, detail::saturating_add(Clock::now(), detail::saturating_ceil<duration>(
+                                                                 std::chrono::milliseconds(1))));
     place_marker(last_moved, next != nullptr);
     if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
