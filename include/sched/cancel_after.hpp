@@ -59,12 +59,13 @@ private:
 /**
  * The timeout is one entry in @p scheduler's pool, taken out in O(log n) when the operation
  * completes first. What the operation does when cancelled is its own affair (a socket read
- * completes with `operation_aborted`). The emission runs through the handler's associated
- * executor, or by default the operation's (its initiation's get_executor(), as an I/O object's),
- * else @p scheduler's; never after the handler has been invoked. As everywhere in Asio, that
- * executor must not run the emission beside the operation's own completion: with several
- * threads running it, bind the handler to a strand. Cancellation emitted on @p token's own slot
- * is passed on to the operation too.
+ * completes with `operation_aborted`). The emission is posted to the operation's executor (its
+ * initiation's get_executor(), as an I/O object's; else @p scheduler's) and dispatched from there
+ * through the handler's associated executor, as Asio's completions are: into its strand, if it
+ * is bound to one; never after the handler has been invoked. As everywhere in Asio, the emission
+ * must not run beside the operation's own steps: with several threads running its executor,
+ * bind the handler to a strand. Cancellation emitted on @p token's own slot is passed on to the
+ * operation too.
  *
  * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a
@@ -138,9 +139,11 @@ public:
     void operator()(Handler&& handler, Args&&... args)
     {
         using handler_type = std::decay_t<Handler>;
-        const auto ex = boost::asio::get_associated_executor(handler, default_executor());
-        using timeout = timeout_task<Clock, std::decay_t<decltype(ex)>>;
-        timeout* t = timeout::create(scheduler_->pool(), ex, type_);
+        const auto io_ex = default_executor();
+        const auto ex = boost::asio::get_associated_executor(handler, io_ex);
+        using timeout =
+            timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(io_ex)>>;
+        timeout* t = timeout::create(scheduler_->pool(), ex, io_ex, type_);
         boost::intrusive_ptr<timeout> keep(t); // until started: the handler may be gone by then
         try
         {

@@ -17,6 +17,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -26,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -71,7 +73,33 @@ struct cancel_after_fixture : sched::test::scheduler_fixture
     }
 };
 
+// An operation that parks its handler and records how, and on which thread, cancellation
+// reaches it; its executor is the io_context's, as an I/O object's is.
+struct parking_operation
+{
+    boost::asio::io_context::executor_type executor;
+    std::optional<boost::asio::any_completion_handler<void(error_code)>>* parked;
+    std::optional<boost::asio::cancellation_type>* cancelled_as;
+    std::optional<std::thread::id>* cancelled_on;
+
+    boost::asio::io_context::executor_type get_executor() const noexcept { return executor; }
+
+    template <class Handler>
+    void operator()(Handler&& handler) const
+    {
+        parked->emplace(std::forward<Handler>(handler));
+        auto slot = (*parked)->get_cancellation_slot();
+        BOOST_TEST_REQUIRE(slot.is_connected());
+        slot.assign([as = cancelled_as, on = cancelled_on](boost::asio::cancellation_type type) {
+            *as = type;
+            *on = std::this_thread::get_id();
+        });
+    }
+};
+
 } // namespace
+
+BOOST_TEST_DONT_PRINT_LOG_VALUE(boost::asio::cancellation_type)
 
 BOOST_AUTO_TEST_SUITE(test_cancel_after)
 
@@ -135,7 +163,30 @@ BOOST_FIXTURE_TEST_CASE(cancel_at_uses_an_absolute_time, cancel_after_fixture)
     expect_cancelled_at(at(3s));
 }
 
-BOOST_FIXTURE_TEST_CASE(the_cancellation_type_is_the_callers, cancel_after_fixture)
+BOOST_DATA_TEST_CASE_F(cancel_after_fixture,
+                       the_cancellation_type_is_the_callers,
+                       boost::unit_test::data::make({boost::asio::cancellation_type::terminal,
+                                                     boost::asio::cancellation_type::partial,
+                                                     boost::asio::cancellation_type::total}),
+                       type)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    std::optional<boost::asio::cancellation_type> cancelled_as;
+    std::optional<std::thread::id> cancelled_on;
+    auto token = sched::cancel_after(scheduler, 1s, on_done(), type);
+    boost::asio::async_initiate<decltype(token), void(error_code)>(
+        parking_operation{io.get_executor(), &parked, &cancelled_as, &cancelled_on}, token);
+    manual_clock::advance(1s);
+    settle(pool);
+    BOOST_TEST(run_ready() > 0u); // the emission
+    BOOST_TEST((cancelled_as == type));
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code(boost::asio::error::operation_aborted));
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_periodic_operation_refuses_a_total_timeout_once_it_has_ticked,
+                        cancel_after_fixture)
 {
     // Periodic operations refuse total cancellation once they have ticked.
     std::optional<std::size_t> ticks;
@@ -290,6 +341,30 @@ BOOST_FIXTURE_TEST_CASE(a_timeout_for_a_use_future_caller_takes_its_memory_from_
     BOOST_REQUIRE_NO_THROW(done.get());
     BOOST_TEST(pool.queue().size() == 0u);
     run_to_end();
+}
+
+// use_future's handler names its own executor (the system executor, for a handler that may run
+// anywhere): the emission still reaches the operation on its own executor, where the operation's
+// steps run, and enters the handler's from there. Before, it was posted to the handler's
+// executor, and ran on a thread of Asio's system context beside the operation's own steps on the
+// io_context (a helper's TSan probe with async_read saw the races).
+BOOST_FIXTURE_TEST_CASE(a_use_future_callers_operation_is_cancelled_on_its_own_executor,
+                        cancel_after_fixture)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    std::optional<boost::asio::cancellation_type> cancelled_as;
+    std::optional<std::thread::id> cancelled_on;
+    auto token = sched::cancel_after(scheduler, 1s, boost::asio::use_future);
+    std::future<void> done = boost::asio::async_initiate<decltype(token), void(error_code)>(
+        parking_operation{io.get_executor(), &parked, &cancelled_as, &cancelled_on}, token);
+    manual_clock::advance(1s);
+    settle(pool);
+    BOOST_TEST(run_ready() > 0u); // the emission, on this thread, which runs the io_context
+    BOOST_TEST((cancelled_on == std::this_thread::get_id()));
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code(boost::asio::error::operation_aborted));
+    BOOST_TEST((done.wait_for(0s) == std::future_status::ready));
+    BOOST_CHECK_THROW(done.get(), boost::system::system_error);
 }
 
 // The same with a handler that names an allocator of its own: the timeout takes none of it.

@@ -12,6 +12,7 @@
 #include <boost/asio/associator.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/query.hpp>
@@ -27,13 +28,14 @@ namespace sched::detail {
 
 // The timeout of one wrapped operation (cancel_after, cancel_at): a queue node that, when due,
 // emits cancellation on the signal the wrapped operation's slot is connected to. The emission
-// runs through the wrapped handler's executor, where Asio expects it, and never after the
-// operation has completed: a mutex orders the two, and the emission is posted only while the
-// operation, not yet complete, holds work on that executor (so its context is there). The node
-// lets go of the executor as the operation completes. It may outlive the handler (the pool's
-// queue, or an emission on its way, may hold it), so its memory is the recycler's, never the
-// handler's allocator's (which Asio frees before the handler runs).
-template <class Clock, class HandlerExecutor>
+// is posted to the operation's executor and dispatched from there through the wrapped handler's,
+// where Asio expects it (as its completions go), and never after the operation has completed: a
+// mutex orders the two, and the emission is posted only while the operation, not yet complete,
+// holds work on those executors (so their contexts are there). The node lets go of the executors
+// as the operation completes. It may outlive the handler (the pool's queue, or an emission on
+// its way, may hold it), so its memory is the recycler's, never the handler's allocator's (which
+// Asio frees before the handler runs).
+template <class Clock, class HandlerExecutor, class IoExecutor = HandlerExecutor>
 class timeout_task final : public task<Clock>
 {
 public:
@@ -42,13 +44,14 @@ public:
     // Two references: the queue's (the runner's) and the wrapping handler's.
     static timeout_task* create(basic_scheduled_thread_pool<Clock>& pool,
                                 const HandlerExecutor& ex,
+                                const IoExecutor& io_ex,
                                 boost::asio::cancellation_type type)
     {
         allocator_type a;
         timeout_task* t = std::allocator_traits<allocator_type>::allocate(a, 1);
         try
         {
-            ::new (static_cast<void*>(t)) timeout_task(pool, ex, type);
+            ::new (static_cast<void*>(t)) timeout_task(pool, ex, io_ex, type);
         }
         catch (...) // copying the executor threw
         {
@@ -87,9 +90,11 @@ public:
     void finish() noexcept
     {
         std::optional<HandlerExecutor> executor;
+        std::optional<IoExecutor> io_executor;
         {
             std::lock_guard lock(mutex_);
             executor.swap(executor_); // done
+            io_executor.swap(io_executor_);
         }
         this->cancel(false);
     }
@@ -120,14 +125,36 @@ private:
         void operator()() const noexcept { t->emit(t->type_); }
     };
 
+    // On the operation's I/O executor: enters the handler's (a strand, say) as Asio's own
+    // completions do; inline for an executor that may block (use_future's).
+    struct dispatch_emission
+    {
+        boost::intrusive_ptr<timeout_task> t;
+        void operator()() const noexcept
+        {
+            std::unique_lock lock(t->mutex_);
+            if (!t->executor_) // done
+                return;
+            const HandlerExecutor ex = *t->executor_;
+            lock.unlock();
+            try
+            {
+                boost::asio::dispatch(ex, emission{t});
+            }
+            catch (...) // out of memory: the operation goes on without its timeout
+            {}
+        }
+    };
+
     timeout_task(basic_scheduled_thread_pool<Clock>& pool,
                  const HandlerExecutor& ex,
+                 const IoExecutor& io_ex,
                  boost::asio::cancellation_type type)
         : task<Clock>(period_kind::one_shot, 2, &pool_access::owner(pool)), type_(type),
-          executor_(ex)
+          executor_(ex), io_executor_(io_ex)
     {}
 
-    // Posts the emission to the handler's executor, unless the operation has completed.
+    // Posts the emission to the operation's executor, unless the operation has completed.
     void post_emission() noexcept
     {
         std::lock_guard lock(mutex_);
@@ -136,9 +163,9 @@ private:
         try
         {
             scheduler_service<Clock>::post_to(
-                boost::asio::query(*executor_, boost::asio::execution::context), nullptr, [&] {
-                    boost::asio::post(*executor_,
-                                      emission{boost::intrusive_ptr<timeout_task>(this)});
+                boost::asio::query(*io_executor_, boost::asio::execution::context), nullptr, [&] {
+                    boost::asio::post(*io_executor_,
+                                      dispatch_emission{boost::intrusive_ptr<timeout_task>(this)});
                 });
         }
         catch (...) // out of memory: the operation goes on without its timeout
@@ -158,6 +185,8 @@ private:
     std::recursive_mutex mutex_;
     // The handler's executor until the operation is done (finish()); guarded by mutex_.
     std::optional<HandlerExecutor> executor_;
+    // The operation's, where the emission is posted; likewise.
+    std::optional<IoExecutor> io_executor_;
     boost::asio::cancellation_signal signal_;
 };
 
