@@ -3,6 +3,7 @@
 
 #include <sched/manual_clock.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <ostream>
 
@@ -19,7 +20,18 @@ struct silent_clock
     using time_point = std::chrono::time_point<silent_clock>;
     static constexpr bool is_steady = true;
 
-    static time_point now() noexcept { return time_point(manual_clock::now().time_since_epoch()); }
+    static time_point now() noexcept
+    {
+        reads_.fetch_add(1, std::memory_order_relaxed);
+        return time_point(manual_clock::now().time_since_epoch());
+    }
+
+    // How many times now() has been called, by any thread: one that polls calls it over and over,
+    // one that sleeps a few times.
+    static long reads() noexcept { return reads_.load(std::memory_order_relaxed); }
+
+private:
+    static inline std::atomic<long> reads_{0};
 };
 
 // Lets Boost.Test print its time in failure messages (found by argument-dependent lookup).

@@ -27,6 +27,7 @@
 #include "support/queue_fixture.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -599,10 +600,12 @@ BOOST_AUTO_TEST_CASE(clock_advance_wakes_every_waiting_taker, *boost::unit_test:
     for (auto& taker : taken)
         BOOST_TEST_REQUIRE(taker.wait_until_blocked());
     manual_clock::advance(1s);
-    int sum = 0;
+    std::vector<int> ids;
     for (auto& taker : taken)
-        sum += taker.get();
-    BOOST_TEST(sum == 0 + 1 + 2 + 3);
+        ids.push_back(taker.get());
+    std::sort(ids.begin(), ids.end());
+    BOOST_TEST(ids == (std::vector<int>{0, 1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(queue.empty());
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_producers_and_takers_deliver_each_task_exactly_once,
@@ -1048,7 +1051,11 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_polls_for_the_head_and_takes_it_when
 {
     queue.set_spin(20s);
     queue.push(make(1), at(10s)); // within the spin: the taker polls from the start
+    const long reads = sched::test::silent_clock::reads();
     auto taker = std::async(std::launch::async, [&] { return id_of(queue.take()); });
+    // It polls (a taker asleep would read the clock a few times), 10 s of real time ahead.
+    BOOST_TEST_REQUIRE(
+        sched::test::eventually([&] { return sched::test::silent_clock::reads() > reads + 1000; }));
     manual_clock::advance(10s - 1ns);
     BOOST_TEST((taker.wait_for(100ms) != std::future_status::ready)); // not before it is due
     manual_clock::advance(1ns);

@@ -114,9 +114,11 @@ BOOST_AUTO_TEST_CASE(a_capped_burst_runs_only_the_latest_points_and_counts_the_r
     BOOST_TEST(first.told->index == 1u);
     BOOST_TEST_REQUIRE((first.next == at(90s)));
     const run_result second = run(task.s, first.next, at(105s), at(105s));
+    BOOST_TEST_REQUIRE(second.told.has_value());
     BOOST_TEST(second.told->missed == 0u);
     BOOST_TEST_REQUIRE((second.next == at(100s)));
     const run_result third = run(task.s, second.next, at(105s), at(105s));
+    BOOST_TEST_REQUIRE(third.told.has_value());
     BOOST_TEST(third.told->missed == 0u);
     BOOST_TEST((third.next == at(110s)));
 }
@@ -182,6 +184,7 @@ BOOST_AUTO_TEST_CASE(delay_moves_the_grid_to_the_late_run)
     BOOST_TEST(late.told->missed == 9u);
     BOOST_TEST_REQUIRE((late.next == at(115s))); // a period after it started, not after it ended
     const run_result on_time = run(task.s, late.next, at(115s), at(115s));
+    BOOST_TEST_REQUIRE(on_time.told.has_value());
     BOOST_TEST(on_time.told->missed == 0u);
     BOOST_TEST((on_time.next == at(125s)));
 }
@@ -194,6 +197,7 @@ BOOST_AUTO_TEST_CASE(a_fixed_delay_counts_from_the_end_of_each_run)
     BOOST_TEST_REQUIRE((first.next == at(18s)));
     // Started 25 s late: two whole periods.
     const run_result late = run(s, first.next, at(43s), at(44s));
+    BOOST_TEST_REQUIRE(late.told.has_value());
     BOOST_TEST(late.told->missed == 2u);
     BOOST_TEST((late.told->lag() == 25s));
     BOOST_TEST((late.next == at(54s)));

@@ -246,9 +246,12 @@ BOOST_AUTO_TEST_CASE(a_running_periodic_task_does_not_run_again_after_shutdown_n
     BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
     BOOST_TEST(pool.shutdown_now().empty()); // it is out of the queue while it runs
     release.set_value();
+    BOOST_TEST_REQUIRE((periodic.wait_for(60s) == std::future_status::ready));
     BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+    manual_clock::advance(5s); // periods in which a run queued again would fall due
     BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(runs.value() == 1);
+    BOOST_TEST(pool.queue().empty());
 }
 
 BOOST_AUTO_TEST_CASE(shutdown_now_hands_back_equal_due_times_in_scheduling_order)

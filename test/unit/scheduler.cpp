@@ -83,11 +83,17 @@ BOOST_FIXTURE_TEST_CASE(async_wait_completes_on_the_io_context_when_due, schedul
     BOOST_TEST((ran_on == std::this_thread::get_id()));
 }
 
+// At the time point, not that long from now (the clock is past the epoch) nor at once.
 BOOST_FIXTURE_TEST_CASE(async_wait_at_a_time_point, scheduler_fixture)
 {
+    manual_clock::advance(1s);
     std::optional<error_code> result;
     scheduler.async_wait(at(3s), [&](error_code ec) { result = ec; });
-    manual_clock::advance_to(at(3s));
+    manual_clock::advance_to(at(3s) - 1ms);
+    settle(pool);
+    BOOST_TEST(run_ready() == 0u);
+    BOOST_TEST(!result);
+    manual_clock::advance(1ms);
     complete_one();
     BOOST_TEST((result && !*result));
 }
@@ -151,13 +157,19 @@ BOOST_FIXTURE_TEST_CASE(async_schedule_runs_work_on_the_pool_and_completes_with_
     BOOST_TEST((work_thread != std::thread::id() && work_thread != std::this_thread::get_id()));
 }
 
+// Void work at a time point: it runs at that time (not that long from now, nor at once).
 BOOST_FIXTURE_TEST_CASE(async_schedule_of_void_work, scheduler_fixture)
 {
-    bool ran = false;
+    manual_clock::advance(1s);
+    std::atomic<bool> ran{false};
     std::optional<std::exception_ptr> error;
     scheduler.async_schedule(
-        at(1s), [&] { ran = true; }, [&](std::exception_ptr e) { error = e; });
-    manual_clock::advance(1s);
+        at(2s), [&] { ran = true; }, [&](std::exception_ptr e) { error = e; });
+    manual_clock::advance_to(at(2s) - 1ms);
+    settle(pool);
+    BOOST_TEST(!ran);
+    BOOST_TEST(run_ready() == 0u);
+    manual_clock::advance(1ms);
     complete_one();
     BOOST_TEST(ran);
     BOOST_TEST((error && !*error));
@@ -471,11 +483,17 @@ BOOST_FIXTURE_TEST_CASE(terminal_cancellation_asks_running_stop_token_work_to_st
 {
     boost::asio::cancellation_signal signal;
     std::latch started(1);
+    std::latch partial_emitted(1);
+    std::latch checked(1);
     std::optional<bool> stopped;
+    bool stop_after_partial = true;
     scheduler.async_schedule(
         0s,
         [&](std::stop_token stop) {
             started.count_down();
+            partial_emitted.wait();
+            stop_after_partial = stop.stop_requested();
+            checked.count_down();
             return eventually([&] { return stop.stop_requested(); });
         },
         boost::asio::bind_cancellation_slot(signal.slot(), [&](std::exception_ptr e, bool v) {
@@ -484,6 +502,9 @@ BOOST_FIXTURE_TEST_CASE(terminal_cancellation_asks_running_stop_token_work_to_st
         }));
     started.wait();
     signal.emit(cancellation_type::partial); // not enough to interrupt
+    partial_emitted.count_down();
+    checked.wait();
+    BOOST_TEST(!stop_after_partial);
     signal.emit(cancellation_type::terminal);
     complete_one();
     BOOST_TEST(stopped.value_or(false)); // it ran to its end, which the stop request hastened

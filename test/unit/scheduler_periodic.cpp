@@ -209,7 +209,7 @@ BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_rem
     BOOST_TEST(keeping.queue().empty());
 }
 
-BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there_and_never_overlaps, periodic_fixture)
+BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there, periodic_fixture)
 {
     boost::asio::io_context ticks_io;
     auto strand = boost::asio::make_strand(ticks_io);

@@ -14,8 +14,10 @@
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <random>
 #include <thread>
@@ -152,8 +154,12 @@ BOOST_AUTO_TEST_CASE(asio_operations_complete_exactly_once_under_cross_thread_ca
     for (std::thread& t : threads)
         t.join();
 
-    BOOST_TEST(eventually([&] { return succeeded + aborted + unexpected == total; }));
+    const bool all_completed =
+        eventually([&] { return succeeded + aborted + unexpected == total; });
+    BOOST_TEST(all_completed);
     guard.reset();
+    if (!all_completed)
+        io.stop(); // the operations left would keep run() from returning
     for (std::thread& t : io_threads)
         t.join();
 
@@ -210,9 +216,10 @@ BOOST_AUTO_TEST_CASE(batched_completions_from_several_io_threads_run_exactly_onc
     }
     std::vector<std::thread> io_threads;
     for (int i = 0; i < 2; ++i)
-        io_threads.emplace_back([&] { io.run(); });
+        io_threads.emplace_back([&] { io.run_for(std::chrono::minutes(1)); });
     for (std::thread& t : io_threads)
-        t.join(); // run() returned: every operation has completed
+        t.join();
+    BOOST_TEST(io.stopped()); // run() returned for want of work: every operation has completed
 
     int once = 0;
     for (const std::atomic<int>& n : invoked)
@@ -241,19 +248,31 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
     all.reserve(deadlines);
     std::mt19937 random(7);
     std::uniform_int_distribution<int> spread_us(0, 3000);
-    // Expiries spread over 3 ms from a base well after the arming; the moves start in the
-    // middle of the spread, so that some expiries come first and some moves do.
-    const auto base = std::chrono::steady_clock::now() + 200ms;
+    // Armed an hour ahead, then moved to expiries spread over 3 ms from a base well after that
+    // move (twice as long after as arming took, a sanitizer's slowness included); the moves
+    // under test start in the middle of the spread, so that some expiries come first and some
+    // moves do. A tenth expire 100 ms before the base and a tenth a second after it, so that
+    // both outcomes come even if this thread wakes late on a loaded machine.
+    const auto arming = std::chrono::steady_clock::now();
     for (int i = 0; i < deadlines; ++i)
     {
         sched::deadline& d = all.emplace_back(io, pool);
-        d.expires_at(base + std::chrono::microseconds(spread_us(random)));
+        d.expires_after(1h);
         d.async_wait([&outcome, i](error_code ec) {
             outcome[static_cast<std::size_t>(i)].store(!ec ? 1
                                                        : ec == boost::asio::error::operation_aborted
                                                            ? 2
                                                            : 3);
         });
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto base =
+        now + std::max<std::chrono::steady_clock::duration>(200ms, 2 * (now - arming));
+    for (int i = 0; i < deadlines; ++i)
+    {
+        const auto from = i % 10 == 0 ? base - 100ms : i % 10 == 1 ? base + 1s : base;
+        BOOST_TEST_REQUIRE(all[static_cast<std::size_t>(i)].expires_at(
+            from + std::chrono::microseconds(spread_us(random))));
     }
     // Push every deadline back by an hour (lazily: the race is with the expiry).
     std::this_thread::sleep_until(base + 1500us);
@@ -263,15 +282,18 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
     for (sched::deadline& d : all)
         d.cancel();
 
-    BOOST_TEST(eventually([&] {
+    const bool all_completed = eventually([&] {
         for (const std::atomic<int>& o : outcome)
         {
             if (o.load() == 0)
                 return false;
         }
         return true;
-    }));
+    });
+    BOOST_TEST(all_completed);
     guard.reset();
+    if (!all_completed)
+        io.stop(); // the waits left would keep run() from returning
     io_thread.join();
 
     int agree = 0;
@@ -287,7 +309,9 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
         won += m;
     }
     BOOST_TEST(agree == deadlines);
-    BOOST_TEST_MESSAGE("moves that came first: " << won << " of " << deadlines);
+    // Both sides of the race were run: some moves came first, some expiries did.
+    BOOST_TEST(won > 0);
+    BOOST_TEST(won < deadlines);
 }
 
 // Deadlines moved from object to object while workers find their expiries pushed back and put
@@ -341,15 +365,18 @@ BOOST_AUTO_TEST_CASE(deadlines_moved_between_objects_while_workers_reach_their_e
         here[i].cancel();
     }
 
-    BOOST_TEST(eventually([&] {
+    const bool all_completed = eventually([&] {
         for (const std::atomic<int>& c : completions)
         {
             if (c.load() == 0)
                 return false;
         }
         return true;
-    }));
+    });
+    BOOST_TEST(all_completed);
     guard.reset();
+    if (!all_completed)
+        io.stop(); // the waits left would keep run() from returning
     io_thread.join();
 
     std::size_t once = 0;
@@ -364,7 +391,10 @@ BOOST_AUTO_TEST_CASE(deadlines_moved_between_objects_while_workers_reach_their_e
     }
     BOOST_TEST(once == deadlines);
     BOOST_TEST(agree == deadlines);
-    BOOST_TEST_MESSAGE("fired before the end: " << fired << " of " << deadlines);
+    // Both ends were reached: waits that fired during the moves, and waits that the final
+    // cancel ended.
+    BOOST_TEST(fired > 0u);
+    BOOST_TEST(fired < deadlines);
 }
 
 // io_contexts destroyed while the workers complete operations into them: work whose handlers are
