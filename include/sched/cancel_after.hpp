@@ -64,8 +64,9 @@ private:
  * through the handler's associated executor, as Asio's completions are: into its strand, if it
  * is bound to one; never after the handler has been invoked. As everywhere in Asio, the emission
  * must not run beside the operation's own steps: with several threads running its executor,
- * bind the handler to a strand. Cancellation emitted on @p token's own slot is passed on to the
- * operation too.
+ * bind the handler to a strand. So the operation's executor must run for the timeout to take
+ * effect (for an operation without one of its own, @p scheduler's io_context). Cancellation
+ * emitted on @p token's own slot is passed on to the operation too.
  *
  * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a

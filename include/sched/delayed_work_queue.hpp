@@ -313,9 +313,11 @@ public:
     /// that were both in the far tier: they come out in either order. (Which tasks are far is
     /// judged from a recent clock reading; after a while with no thread looking at the clock, a
     /// task due sooner may count as far.) When memory runs out as far tasks move, those that
-    /// could not stay in the far tier and move a millisecond later: tasks due by then come out
-    /// meanwhile, even after a far task overdue. Zero horizon or shards: none (the default).
-    /// Call it before the queue is used.
+    /// could not leave the far tier try again a millisecond later (a tick of a coarser clock;
+    /// on a clock that notifies, at the next take or poll), for as long as memory stays short:
+    /// tasks due meanwhile come out, even before a far task that is overdue (which peek() may
+    /// show all the same). Zero horizon or shards: none (the default). Call it before the queue
+    /// is used.
     /**
      * @throws std::invalid_argument if @p horizon is negative or @p shards is above
      * max_far_shards.
@@ -650,6 +652,8 @@ private:
     // main heap, in due order, and puts the marker where the rest must move.
     void move_far_tasks(time_point limit,
                         std::size_t most = std::numeric_limits<std::size_t>::max()) noexcept;
+    // When the far tasks that could not move for want of memory try again.
+    static time_point retry_after_out_of_memory() noexcept;
     // Under the lock: before a task is pushed or moved to `due` in the main heap, moves the far
     // tasks it would pass; returns whether it looked (the task's position may have changed).
     bool move_far_tasks_before(time_point due) noexcept;

@@ -7,6 +7,7 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
@@ -20,6 +21,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -302,12 +304,12 @@ BOOST_AUTO_TEST_CASE(a_timeout_released_after_its_handlers_context_is_gone_touch
             boost::asio::bind_executor(*strand, [&](error_code ec) { result = ec; }));
         boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
     }
-    // Due: the worker posts the emission to the strand, then waits in after_execute with the
-    // queue's reference to the timeout.
+    // Due: the worker posts the emission to the operation's executor (the scheduler's io_context,
+    // which does not run here), then waits in after_execute with the queue's reference to the
+    // timeout.
     manual_clock::advance(1s);
     BOOST_TEST_REQUIRE(sched::test::eventually([&] { return pool.queue().size() == 0u; }));
-    // The operation completes first; then its user lets go of the strand and the context (which
-    // destroys the emission unrun).
+    // The operation completes first; then its user lets go of the strand and the context.
     BOOST_TEST_REQUIRE(parked.has_value());
     std::move (*parked)(error_code());
     BOOST_TEST((result == error_code()));
@@ -316,6 +318,94 @@ BOOST_AUTO_TEST_CASE(a_timeout_released_after_its_handlers_context_is_gone_touch
     handlers_io.reset();
     go_on.set_value(); // the worker lets go of the last reference
     sched::test::pool_fixture::settle(pool);
+}
+
+// A strand of `context`'s whose execute() stops once, when armed, until `go`: a dispatch into it
+// held up at the point where it touches the strand.
+struct gate_executor
+{
+    boost::asio::strand<boost::asio::io_context::executor_type> inner;
+    std::atomic<bool>* armed;
+    std::promise<void>* entered;
+    const std::shared_future<void>* go; // a pointer: an executor's copy must not throw
+
+    boost::asio::execution_context& query(boost::asio::execution::context_t) const noexcept
+    {
+        return inner.context();
+    }
+    static constexpr auto query(boost::asio::execution::blocking_t) noexcept
+    {
+        return boost::asio::execution::blocking.possibly;
+    }
+    template <class F>
+    void execute(F&& f) const
+    {
+        if (armed->exchange(false))
+        {
+            entered->set_value();
+            go->wait();
+        }
+        boost::asio::execution::execute(inner, std::forward<F>(f));
+    }
+    friend bool operator==(const gate_executor& a, const gate_executor& b) noexcept
+    {
+        return a.inner == b.inner;
+    }
+    friend bool operator!=(const gate_executor& a, const gate_executor& b) noexcept
+    {
+        return !(a == b);
+    }
+};
+
+// The emission enters the handler's executor (a strand of another io_context) from the
+// operation's: the operation, completing meanwhile on another thread, waits for that to end, so
+// its user may then destroy that context. Before, the emission entered through a copy of the
+// executor taken before unlocking, and the completion did not wait: the copy then touched the
+// strand's freed service (a review's ASan probe).
+BOOST_AUTO_TEST_CASE(an_operation_completing_while_its_emission_enters_the_handlers_strand_waits,
+                     *boost::unit_test::timeout(60))
+{
+    sched::test::manual_clock_fixture time;
+    sched::test::manual_pool pool(sched::test::pool_fixture::single_worker());
+    boost::asio::io_context io; // the operation's executor: the scheduler's
+    sched::test::manual_scheduler scheduler(io, pool);
+    auto handlers_io = std::make_unique<boost::asio::io_context>();
+    std::atomic<bool> armed{false};
+    std::promise<void> entered;
+    std::promise<void> go;
+    const std::shared_future<void> may_go = go.get_future().share();
+    std::optional<gate_executor> gate(
+        gate_executor{boost::asio::make_strand(*handlers_io), &armed, &entered, &may_go});
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    auto park = [&](auto handler) {
+        parked.emplace(std::move(handler));
+    };
+    std::optional<error_code> result;
+    {
+        auto token = sched::cancel_after(
+            scheduler, 1s, boost::asio::bind_executor(*gate, [&](error_code ec) { result = ec; }));
+        boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    }
+    armed = true;
+    manual_clock::advance(1s);
+    sched::test::pool_fixture::settle(pool); // the emission is posted to io
+    std::thread io_thread([&] { io.run_one_for(std::chrono::minutes(1)); });
+    entered.get_future().wait(); // the emission is entering the gate
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::atomic<bool> completed{false};
+    std::thread completer([&] {
+        std::move (*parked)(error_code());
+        completed = true;
+    });
+    const bool completed_meanwhile = sched::test::within(100ms, [&] { return completed.load(); });
+    go.set_value();
+    completer.join();
+    io_thread.join();
+    BOOST_TEST(!completed_meanwhile);
+    BOOST_TEST((result == error_code()));
+    parked.reset();
+    gate.reset();
+    handlers_io.reset(); // the emission, queued on the strand, goes unrun
 }
 
 // The timeout's memory is the recycler's whatever the handler's allocator (the pool's queue may

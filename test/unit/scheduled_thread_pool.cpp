@@ -525,7 +525,7 @@ struct two_tasks_outcome
     steady::duration first_late;
 };
 
-// Runs two tasks, due 20 ms and 150 ms from now, on a one-worker pool with `slack`.
+// Runs two tasks, due 20 ms and 20 ms + `apart` from now, on a one-worker pool with `slack`.
 two_tasks_outcome run_two_tasks(std::chrono::nanoseconds slack, std::chrono::milliseconds apart)
 {
     sched::pool_options options;

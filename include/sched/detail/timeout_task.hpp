@@ -126,20 +126,21 @@ private:
     };
 
     // On the operation's I/O executor: enters the handler's (a strand, say) as Asio's own
-    // completions do; inline for an executor that may block (use_future's).
+    // completions do; inline for an executor that may block (use_future's). Under the lock, so
+    // that the operation cannot complete meanwhile and let its user destroy that executor's
+    // context (a copy used after unlocking touched a strand's freed service: a review's ASan
+    // probe); an emission run inline takes the (recursive) lock again.
     struct dispatch_emission
     {
         boost::intrusive_ptr<timeout_task> t;
         void operator()() const noexcept
         {
-            std::unique_lock lock(t->mutex_);
+            std::lock_guard lock(t->mutex_);
             if (!t->executor_) // done
                 return;
-            const HandlerExecutor ex = *t->executor_;
-            lock.unlock();
             try
             {
-                boost::asio::dispatch(ex, emission{t});
+                boost::asio::dispatch(*t->executor_, emission{t});
             }
             catch (...) // out of memory: the operation goes on without its timeout
             {}

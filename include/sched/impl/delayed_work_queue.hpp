@@ -307,16 +307,26 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
     const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
-    // Out of memory, the marker comes due again a millisecond from now (the scheduler's service
-    // retries so too), not at once: its leader would wake for it over and over, and hold up the
-    // tasks due meanwhile, which come out instead.
     if (out_of_memory)
-        last_moved = std::max(
-            last_moved, detail::saturating_add(Clock::now(), detail::saturating_ceil<duration>(
-                                                                 std::chrono::milliseconds(1))));
+        last_moved = std::max(last_moved, retry_after_out_of_memory());
     place_marker(last_moved, next != nullptr);
     if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
         head_moved_earlier(); // a moved task is the head now: its leader must know
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::retry_after_out_of_memory() noexcept -> time_point
+{
+    const time_point now = Clock::now();
+    // On a clock that notifies, nobody waits by time: the next take or poll tries again.
+    if constexpr (detail::notifying_clock<Clock>)
+        return now;
+    // Else a millisecond from now (the scheduler's service retries so too), not at once: the
+    // leader would wake for the marker over and over, holding up the tasks due meanwhile, which
+    // come out instead. At the end of time, at once rather than never.
+    const time_point later = detail::saturating_add(
+        now, detail::saturating_ceil<duration>(std::chrono::milliseconds(1)));
+    return later == time_point::max() ? now : later;
 }
 
 template <class Clock>
