@@ -9,6 +9,25 @@
 
 namespace sched::test {
 
+// The what() of the exception in `e`; "" for none, "(not a std::exception)" for anything else.
+inline std::string what_of(const std::exception_ptr& e)
+{
+    if (!e)
+        return "";
+    try
+    {
+        std::rethrow_exception(e);
+    }
+    catch (const std::exception& error)
+    {
+        return error.what();
+    }
+    catch (...)
+    {
+        return "(not a std::exception)";
+    }
+}
+
 // The what() of every exception handed to sink(), in order: an error sink or error handler.
 class error_log
 {
@@ -16,17 +35,7 @@ public:
     std::function<void(std::exception_ptr)> sink()
     {
         return [this](std::exception_ptr e) {
-            std::string what = "(not a std::exception)";
-            try
-            {
-                std::rethrow_exception(e);
-            }
-            catch (const std::exception& error)
-            {
-                what = error.what();
-            }
-            catch (...)
-            {}
+            std::string what = what_of(e);
             std::lock_guard lock(mutex_);
             messages_.push_back(std::move(what));
         };

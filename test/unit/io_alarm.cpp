@@ -24,9 +24,11 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -221,12 +223,14 @@ struct busy_spinning_pool
 };
 
 // A one-worker pool on a clock the test moves without telling anyone (silent_clock), whose worker
-// is taken until the test ends and whose waits are polled for from 20 s before they are due (so
-// waits due within 20 s from the start are polled for at once), with a scheduler on an
-// io_context.
+// is taken until the test ends and whose waits are polled for from 2 min before they are due (so
+// waits due within 2 min from the start are polled for at once), with a scheduler on an
+// io_context. The tests put their waits 30 s or more ahead of the clock and allow 2 s for a
+// completion once the clock gets there: an alarm asleep would sleep for the 30 s of real time it
+// saw left.
 struct silent_spinning_fixture : sched::test::manual_clock_fixture
 {
-    sched::basic_scheduled_thread_pool<sched::test::silent_clock> pool{one_worker_spinning(20s)};
+    sched::basic_scheduled_thread_pool<sched::test::silent_clock> pool{one_worker_spinning(120s)};
     boost::asio::io_context io;
     sched::basic_scheduler<sched::test::silent_clock> scheduler{io, pool};
     worker_taken taken{pool}; // released first, as the test ends
@@ -234,6 +238,16 @@ struct silent_spinning_fixture : sched::test::manual_clock_fixture
     static sched::test::silent_clock::time_point at(std::chrono::nanoseconds since_epoch)
     {
         return sched::test::silent_clock::time_point(since_epoch);
+    }
+
+    // Returns once a thread running `io` has run a handler posted now: the io_context runs, and
+    // the alarm has taken up what was armed before (with a spin, it polls) before the clock moves.
+    bool io_running()
+    {
+        std::promise<void> ran;
+        std::future<void> done = ran.get_future();
+        boost::asio::post(io, [&ran] { ran.set_value(); });
+        return done.wait_for(60s) == std::future_status::ready;
     }
 };
 
@@ -250,6 +264,60 @@ BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worke
     io.run_for(60s); // returns once the wait has completed: nothing else is pending
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(!*result);
+}
+
+// pool_options.hpp: before_execute runs "for a scheduler's wait ... on the io_context's thread
+// that takes it", and so does after_execute. The worker is busy, so only the io_context's thread
+// can take the wait.
+BOOST_AUTO_TEST_CASE(the_execute_hooks_run_on_the_io_context_thread_for_its_waits,
+                     *boost::unit_test::timeout(120))
+{
+    std::mutex mutex;
+    std::vector<std::pair<std::string, std::thread::id>> hooks;
+    const auto note = [&](const char* hook) {
+        std::lock_guard lock(mutex);
+        hooks.emplace_back(hook, std::this_thread::get_id());
+    };
+    sched::pool_options options;
+    options.threads = 1;
+    options.before_execute = [&] {
+        note("before");
+    };
+    options.after_execute = [&](std::exception_ptr) {
+        note("after");
+    };
+    sched::scheduled_thread_pool pool(options);
+    worker_taken taken(pool);
+    std::size_t hooked_before; // the taken worker's before_execute
+    {
+        std::lock_guard lock(mutex);
+        hooked_before = hooks.size();
+    }
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::optional<error_code> result;
+    scheduler.async_wait(1ms, [&](error_code ec) {
+        note("handler");
+        result = ec;
+    });
+    io.run_for(60s); // on this thread; returns once the wait has completed
+    BOOST_TEST(io.stopped());
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+    const std::thread::id io_thread = std::this_thread::get_id();
+    std::lock_guard lock(mutex);
+    std::string seen; // the hooks and the handler, in order
+    std::size_t elsewhere = 0;
+    for (std::size_t i = hooked_before; i < hooks.size(); ++i)
+    {
+        seen += (seen.empty() ? "" : ", ") + hooks[i].first;
+        elsewhere += hooks[i].second != io_thread;
+    }
+    // The handler runs once the wait has been taken, as Asio's own timers complete; after_execute
+    // ends the run, before or after the handler.
+    BOOST_TEST((seen == "before, after, handler" || seen == "before, handler, after"),
+               "seen: " << seen);
+    BOOST_TEST(elsewhere == 0u);
 }
 
 BOOST_FIXTURE_TEST_CASE(ticks_bound_to_the_io_context_run_while_every_worker_is_busy,
@@ -440,10 +508,13 @@ BOOST_AUTO_TEST_CASE(waits_of_two_io_contexts_and_pool_work_share_a_pool_without
         if (id % 10 == 0)
             work.push_back(pool.schedule(delay, [id] { return id; }));
     }
+    // Bounded: a lost handler leaves its io_context with work, and fails the test below.
     for (auto& context : io)
-        threads.emplace_back([&context] { context.run(); });
+        threads.emplace_back([&context] { context.run_for(120s); });
     for (std::thread& t : threads)
-        t.join(); // run() returned: every wait has completed
+        t.join();
+    for (auto& context : io)
+        BOOST_TEST(context.stopped()); // out of work, not out of time: every wait has completed
 
     int once = 0;
     for (const std::atomic<int>& n : invoked)
@@ -510,10 +581,13 @@ BOOST_AUTO_TEST_CASE(ticks_of_two_io_contexts_and_pool_work_share_a_pool_without
             work.push_back(pool.schedule(first, [id] { return id; }));
     }
     std::vector<std::thread> threads;
+    // Bounded: a lost handler leaves its io_context with work, and fails the test below.
     for (auto& context : io)
-        threads.emplace_back([&context] { context.run(); });
+        threads.emplace_back([&context] { context.run_for(120s); });
     for (std::thread& t : threads)
-        t.join(); // run() returned: every operation has ended
+        t.join();
+    for (auto& context : io)
+        BOOST_TEST(context.stopped()); // out of work, not out of time: every operation has ended
 
     int ended_once = 0;
     int ticked_enough = 0;
@@ -565,7 +639,7 @@ BOOST_AUTO_TEST_CASE(with_a_spin_waits_complete_once_each_and_none_before_it_is_
 }
 
 // The io_context polls for a wait on a clock that moves without telling anyone: an alarm asleep
-// would sleep for the 10 s of real time it saw left, one that polls sees the clock move. Other
+// would sleep for the 30 s of real time it saw left, one that polls sees the clock move. Other
 // handlers run between its turns.
 BOOST_FIXTURE_TEST_CASE(an_io_context_thread_polls_for_a_wait_and_runs_other_handlers_meanwhile,
                         silent_spinning_fixture,
@@ -573,7 +647,7 @@ BOOST_FIXTURE_TEST_CASE(an_io_context_thread_polls_for_a_wait_and_runs_other_han
 {
     std::promise<error_code> result;
     std::atomic<bool> completed{false};
-    scheduler.async_wait(at(10s), [&](error_code ec) {
+    scheduler.async_wait(at(30s), [&](error_code ec) {
         completed = true;
         result.set_value(ec);
     });
@@ -587,9 +661,9 @@ BOOST_FIXTURE_TEST_CASE(an_io_context_thread_polls_for_a_wait_and_runs_other_han
     boost::asio::post(io, link);
     std::thread runner([this] { io.run_for(60s); });
     const joined_on_exit joined{io, runner};
-    BOOST_TEST(sched::test::eventually([&] { return links.load() > 1000; }));
-    sched::manual_clock::advance(10s);
-    BOOST_TEST_REQUIRE((result.get_future().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return links.load() > 1000; }));
+    sched::manual_clock::advance(30s);
+    BOOST_TEST_REQUIRE((result.get_future().wait_for(2s) == std::future_status::ready));
     runner.join();
     BOOST_TEST(io.stopped()); // out of work: the polling ended with the wait
 }
@@ -604,30 +678,33 @@ BOOST_FIXTURE_TEST_CASE(cancelling_the_wait_a_thread_polls_for_ends_the_polling,
     boost::asio::cancellation_signal signal;
     std::promise<void> first;
     std::optional<error_code> second;
-    scheduler.async_wait(at(5s), [&](error_code) {
+    scheduler.async_wait(at(30s), [&](error_code) {
         signal.emit(boost::asio::cancellation_type::terminal);
         first.set_value();
     });
-    scheduler.async_wait(at(10s), boost::asio::bind_cancellation_slot(
+    scheduler.async_wait(at(60s), boost::asio::bind_cancellation_slot(
                                       signal.slot(), [&](error_code ec) { second = ec; }));
     std::thread runner([this] { io.run_for(60s); });
     const joined_on_exit joined{io, runner};
-    sched::manual_clock::advance(5s);
-    BOOST_TEST_REQUIRE((first.get_future().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST_REQUIRE(io_running());
+    sched::manual_clock::advance(30s);
+    BOOST_TEST_REQUIRE((first.get_future().wait_for(2s) == std::future_status::ready));
     runner.join(); // within a minute: a thread polling on would keep it for the whole minute
     BOOST_TEST(io.stopped());
     BOOST_TEST((second == boost::asio::error::operation_aborted));
 }
 
 // A handler that throws out of run() while its thread polls for the next wait: the polling goes
-// on (the io_context is run again), and the next wait completes when the clock gets there.
+// on (the io_context is run again), and the next wait completes when the clock gets there. The
+// first wait's completion within 2 s shows that the thread polls; the next is 30 s later, so an
+// alarm that went to sleep after the throw would not see the clock get there.
 BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_while_its_thread_polls_leaves_the_polling_on,
                         silent_spinning_fixture,
                         *boost::unit_test::timeout(120))
 {
     std::promise<error_code> second;
-    scheduler.async_wait(at(5s), [](error_code) { throw std::runtime_error("handler"); });
-    scheduler.async_wait(at(6s), [&](error_code ec) { second.set_value(ec); });
+    scheduler.async_wait(at(30s), [](error_code) { throw std::runtime_error("handler"); });
+    scheduler.async_wait(at(60s), [&](error_code ec) { second.set_value(ec); });
     std::atomic<int> thrown{0};
     std::thread runner([&] {
         for (;;)
@@ -644,11 +721,12 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_while_its_thread_polls_leaves_the_
         }
     });
     const joined_on_exit joined{io, runner};
-    sched::manual_clock::advance(5s);
-    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return thrown.load() == 1; }));
-    sched::manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(io_running());
+    sched::manual_clock::advance(30s);
+    BOOST_TEST_REQUIRE(sched::test::within(2s, [&] { return thrown.load() == 1; }));
+    sched::manual_clock::advance(30s);
     auto outcome = second.get_future();
-    BOOST_TEST_REQUIRE((outcome.wait_for(5s) == std::future_status::ready));
+    BOOST_TEST_REQUIRE((outcome.wait_for(2s) == std::future_status::ready));
     BOOST_TEST((outcome.get() == error_code()));
     runner.join();
 }

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,8 @@
 
 #include "support/counter.hpp"
 #include "support/counting_allocator.hpp"
+#include "support/error_log.hpp"
+#include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
 
 namespace asio = boost::asio;
@@ -295,7 +298,7 @@ BOOST_AUTO_TEST_CASE(a_coroutine_spawned_on_the_pool_resumes_on_its_workers)
 // How long a check that a shut-down pool has not terminated waits: a pool with no work left
 // terminates within microseconds, so a wrong answer shows well within it, even on a loaded
 // machine.
-constexpr auto not_yet = 200ms;
+constexpr auto not_yet = 50ms;
 
 BOOST_AUTO_TEST_CASE(tracked_work_keeps_a_shut_down_pool_from_terminating)
 {
@@ -517,6 +520,125 @@ BOOST_AUTO_TEST_CASE(what_a_function_throws_goes_to_after_execute)
     BOOST_TEST(caller_went_on);
     BOOST_TEST_REQUIRE(log.count.wait_for_at_least(2));
     BOOST_TEST(log.message(1) == "dispatched");
+}
+
+// pool_executor.hpp: "A queued function runs on a worker like a task due now: after the tasks
+// due before it". The one worker is busy while tasks fall due and the function is posted among
+// tasks due at the same time; a function that jumped the queue (a queue of its own, drained
+// first) would run first.
+BOOST_FIXTURE_TEST_CASE(a_queued_function_runs_after_the_tasks_due_before_it,
+                        sched::test::manual_clock_fixture)
+{
+    using sched::manual_clock;
+    sched::test::manual_pool pool(threads(1));
+    gate release;
+    counter started;
+    auto busy = pool.submit([&] {
+        started.increment();
+        release.wait();
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+
+    std::mutex mutex;
+    std::vector<std::string> order;
+    counter ran;
+    const auto note = [&](std::string name) {
+        return [&, name] {
+            {
+                std::lock_guard lock(mutex);
+                order.push_back(name);
+            }
+            ran.increment();
+        };
+    };
+    auto at_1500ms = pool.schedule(1500ms, note("due at 1.5 s"));
+    auto at_1s = pool.schedule(1s, note("due at 1 s"));
+    manual_clock::advance(2s); // both due; the worker is still busy
+    auto before = pool.submit(note("due at 2 s, submitted before"));
+    asio::post(pool.get_executor(), note("function"));
+    auto after = pool.submit(note("due at 2 s, submitted after"));
+    auto later = pool.schedule(1s, note("due at 3 s"));
+    release.open();
+    BOOST_TEST_REQUIRE(ran.wait_for_at_least(5));
+    auto last = pool.submit([] {}); // due at 2 s too: after all of them
+    BOOST_TEST_REQUIRE((last.wait_for(60s) == std::future_status::ready));
+    BOOST_TEST(later.cancel()); // not due yet
+    std::lock_guard lock(mutex);
+    const std::vector<std::string> expected{"due at 1 s", "due at 1.5 s",
+                                            "due at 2 s, submitted before", "function",
+                                            "due at 2 s, submitted after"};
+    BOOST_TEST(order == expected, boost::test_tools::per_element());
+}
+
+namespace {
+thread_local bool inside_wrapper = false; // set by the decorate_task hook's wrapper
+} // namespace
+
+// pool_executor.hpp: a queued function runs "with the pool's decorate_task, before_execute and
+// after_execute hooks", and "what it throws goes to the after_execute hook and to the pool's
+// error_sink". pool_options.hpp: decorate_task runs on the scheduling thread; the error_sink
+// sees the exception on the worker, before after_execute.
+BOOST_AUTO_TEST_CASE(queued_functions_go_through_every_hook_and_their_errors_reach_the_sink)
+{
+    std::mutex mutex;
+    std::vector<std::string> events;
+    const auto log_event = [&](std::string e) {
+        std::lock_guard lock(mutex);
+        events.push_back(std::move(e));
+    };
+    const std::thread::id poster = std::this_thread::get_id();
+    std::atomic<int> decorated{0};
+    std::atomic<int> decorated_elsewhere{0};
+    counter afters;
+    pool_type* pool_seen = nullptr; // set before anything is posted
+    sched::pool_options options = threads(1);
+    options.decorate_task = [&] {
+        ++decorated;
+        if (std::this_thread::get_id() != poster)
+            ++decorated_elsewhere;
+        return sched::task_wrapper([](const std::function<void()>& run) {
+            inside_wrapper = true;
+            try
+            {
+                run();
+            }
+            catch (...)
+            {
+                inside_wrapper = false;
+                throw;
+            }
+            inside_wrapper = false;
+        });
+    };
+    options.before_execute = [&] {
+        log_event("before");
+    };
+    options.after_execute = [&](std::exception_ptr e) {
+        log_event(e ? "after: " + sched::test::what_of(e) : "after: ok");
+        afters.increment();
+    };
+    options.error_sink = [&](std::exception_ptr e) {
+        const bool on_worker = pool_seen->get_executor().running_in_this_thread();
+        log_event(std::string(on_worker ? "sink on a worker: " : "sink elsewhere: ") +
+                  sched::test::what_of(e));
+    };
+    pool_type pool(options);
+    pool_seen = &pool;
+    asio::post(pool, [&] { log_event(inside_wrapper ? "body, wrapped" : "body, not wrapped"); });
+    asio::post(pool, [] {
+        throw std::runtime_error(inside_wrapper ? "thrown, wrapped" : "thrown, not wrapped");
+    });
+    BOOST_TEST_REQUIRE(afters.wait_for_at_least(2));
+    BOOST_TEST(decorated.load() == 2); // once per function
+    BOOST_TEST(decorated_elsewhere.load() == 0);
+    std::lock_guard lock(mutex);
+    const std::vector<std::string> expected{"before",
+                                            "body, wrapped",
+                                            "after: ok",
+                                            "before",
+                                            "sink on a worker: thrown, wrapped",
+                                            "after: thrown, wrapped"};
+    BOOST_TEST(events == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

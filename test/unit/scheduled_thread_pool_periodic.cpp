@@ -6,8 +6,11 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <stdexcept>
@@ -276,6 +279,46 @@ BOOST_AUTO_TEST_CASE(jitter_stays_within_its_spread_and_repeats_with_a_seed)
         }
     }
     BOOST_TEST(moved);
+}
+
+// periodic_options.hpp: with no seed, "every task draws a seed of its own". Tasks scheduled
+// alike from one thread at one (manual) time, so a seed drawn from the clock, a constant or
+// anything else they share gives them all the same offsets; their own seeds, all different
+// ones, with nanosecond offsets over ±2 s.
+BOOST_AUTO_TEST_CASE(unseeded_tasks_draw_jitter_of_their_own)
+{
+    constexpr std::size_t tasks = 6;
+    constexpr int runs = 3;
+    std::array<tick_log, tasks> logs;
+    std::vector<manual_future<void>> futures;
+    for (tick_log& l : logs)
+    {
+        futures.push_back(pool.schedule_at_fixed_rate(
+            10s, 10s, [&l](const tick& t) { l.record(t); }, {.spread = jitter::uniform(2s)}));
+    }
+    for (int k = 1; k <= runs + 1; ++k)
+        manual_clock::advance(10s); // 40 s: runs 0, 1 and 2 of each are due
+    for (tick_log& l : logs)
+        BOOST_TEST_REQUIRE(l.runs.wait_for_at_least(runs));
+    for (manual_future<void>& f : futures)
+        BOOST_TEST(f.cancel());
+    for (int k = 0; k < runs; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            std::vector<time_point> scheduled;
+            for (const tick_log& l : logs)
+                scheduled.push_back(l.snapshot().at(static_cast<std::size_t>(k)).scheduled);
+            for (const time_point t : scheduled)
+            {
+                BOOST_TEST((t >= at(10s + k * 10s - 2s)));
+                BOOST_TEST((t <= at(10s + k * 10s + 2s)));
+            }
+            std::sort(scheduled.begin(), scheduled.end());
+            BOOST_TEST((std::adjacent_find(scheduled.begin(), scheduled.end()) == scheduled.end()),
+                       "two of " << tasks << " unseeded tasks were given the same offset");
+        }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(options_that_do_not_fit_throw_invalid_argument_and_schedule_nothing)

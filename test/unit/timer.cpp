@@ -688,6 +688,42 @@ BOOST_AUTO_TEST_CASE(a_task_may_destroy_its_timer_and_its_run_is_the_last)
     BOOST_TEST(ran.value() == 0);
 }
 
+// timer.hpp: "The destructor cancels the timer and waits for a run under way, unless called by
+// that run". Here another thread destroys it while a run is under way: the destructor must
+// block until the run has finished (a destructor that let the thread go, as it does for a run
+// that destroys its own timer, returns at once), and the queued task never runs.
+BOOST_AUTO_TEST_CASE(the_destructor_on_another_thread_waits_for_the_run_under_way)
+{
+    auto timer = std::make_unique<manual_timer>();
+    std::promise<void> release;
+    counter started;
+    std::atomic<bool> finished{false};
+    manual_task running([&, released = release.get_future().share()] {
+        started.increment();
+        (void)released.wait_for(60s);
+        finished = true;
+    });
+    counter ran;
+    manual_task pending([&] { ran.increment(); });
+    timer->schedule(running, 0s);
+    timer->schedule(pending, 1s);
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    sched::test::blocking_call destroyer([&] {
+        timer.reset();
+        return finished.load(); // whether the run had finished when the destructor returned
+    });
+    const bool blocked = destroyer.wait_until_blocked();
+    BOOST_TEST(!finished.load());
+    release.set_value(); // whatever happened: the run ends
+    BOOST_TEST(blocked); // the destructor waited, rather than returning
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(60s) == std::future_status::ready));
+    BOOST_TEST(destroyer.get());
+    BOOST_TEST((running.state() == timer_task_state::executed));
+    BOOST_TEST((pending.state() == timer_task_state::cancelled));
+    manual_clock::advance(10s);
+    BOOST_TEST(ran.value() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_periodic_task_that_destroys_its_timer_ends_cancelled_and_a_throw_is_reported)
 {
     sched::test::stderr_capture captured;
