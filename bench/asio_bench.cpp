@@ -27,7 +27,8 @@
 // Every handler carries an operation number and counts its runs and its error_code; at the end
 // each benchmark checks that every handler ran exactly once, with the expected code (any other
 // outcome fails the benchmark with an error). Counters: <name>_per_s (operations per second),
-// <name>_ns (ns per operation), ratio_<name> = <name>_ns / sched_ns (above 1: sched is faster),
+// <name>_ns (ns per operation), ratio_<name> = <name>_ns / sched_ns (above 1: sched is faster;
+// this run's ratio: scripts/bench_report.py divides the medians of the _ns counters instead),
 // handlers (handlers run, all contestants), fired (handlers that saw success: should be 0).
 //
 // W1 (row W1_churn_asio_front), contestants:
@@ -88,7 +89,8 @@
 //   benchmark otherwise), errors (handlers with an error_code: must be 0).
 //
 // Sizes are flags (see --help): --p, --m, --n, --resets, --timers, --window_ms, --rounds,
-// --chunk, --threads; --lateness_out=DIR writes W3's lateness CDFs for the plots. Run several times
+// --chunk, --threads; --lateness_out=DIR writes W3's lateness CDFs for the plots, one file a
+// repetition (DIR/w3_<contestant>.K.dat, and counter cdf_index = K). Run several times
 // and quote medians and the ratios; the machine is shared and noisy.
 
 #include <sched/deadline.hpp>
@@ -133,8 +135,8 @@ using error_code = boost::system::error_code;
 // through an any_io_executor) go to malloc.
 std::int64_t chunk_ops = 256;
 
-// W3 writes each contestant's lateness CDF here (w3_sched.dat, w3_asio.dat) when not empty:
-// --lateness_out.
+// W3 writes each contestant's lateness CDF here when not empty, one file a repetition
+// (w3_sched.0.dat, w3_asio.0.dat, ...: bench::write_run_cdf): --lateness_out.
 std::string lateness_out;
 
 // W3_lateness/sched_spin's pool_options::spin_before_due (--spin_us).
@@ -886,7 +888,7 @@ void w3_lateness(benchmark::State& state)
         state.counters["spin_us"] =
             std::chrono::duration<double, std::micro>(options.spin_before_due).count();
         if (!lateness_out.empty() &&
-            !bench::write_cdf(lateness_out + "/" + w3_name(contestant) + ".dat", sorted))
+            !bench::write_run_cdf(state, lateness_out, w3_name(contestant), sorted))
             state.SkipWithError("W3: cannot write the lateness CDF to --lateness_out");
         if (early != 0 || run.errors != 0)
             state.SkipWithError("W3: a handler ran early or with an error");

@@ -1,6 +1,7 @@
 // Helpers shared by the benchmark executables: a cheap random generator, VmRSS from
 // /proc/self/status, malloc_trim, process CPU time, command-line sizes, counters that read as "ns
-// per item", and lateness percentiles and CDF files for scripts/bench.sh's plots.
+// per item", and lateness percentiles and CDF files (one a repetition) for scripts/bench.sh's
+// plots.
 //
 // Every size in the workloads (see /work/shared/workloads.md) is a flag: each executable takes its
 // own `--name=value` flags (listed by --help), mixed freely with the Google Benchmark ones.
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -146,6 +148,21 @@ inline bool write_cdf(const std::string& path,
                      static_cast<double>(at + 1) / static_cast<double>(n));
     }
     return std::fclose(out) == 0;
+}
+
+/// Writes a row's lateness CDF for this run (write_cdf) to `dir`/`name`.K.dat, K = 0, 1, ... the
+/// row's runs written so far in this process (one a repetition: the rows run one iteration each),
+/// and sets the counter cdf_index = K, so that scripts/bench_report.py can plot the repetition
+/// whose p99 is the row's median. Returns false if the file cannot be written.
+inline bool write_run_cdf(benchmark::State& state,
+                          const std::string& dir,
+                          const std::string& name,
+                          const std::vector<std::int64_t>& sorted)
+{
+    static std::map<std::string, int> runs; // by name: the next K
+    const int k = runs[name]++;
+    state.counters["cdf_index"] = k;
+    return write_cdf(dir + "/" + name + "." + std::to_string(k) + ".dat", sorted);
 }
 
 /// This executable's own flags, `--name=value`, removed from argv before Google Benchmark sees

@@ -16,10 +16,12 @@
 //
 // Lateness = steady_clock::now() on waking (first thing in the handler) − the due time. Counters:
 // wakeups, p50_us, p99_us, p999_us, max_us, early (wake-ups before their due time: must be 0;
-// fails the benchmark otherwise), cpu_us_per_wakeup (process user + sys CPU over the row / K).
+// fails the benchmark otherwise), moved (due times moved to now + G because the wake-up before
+// came more than G late), cpu_us_per_wakeup (process user + sys CPU over the row / K).
 //
-// --lateness_out=DIR (default: off) writes DIR/floor_<row>.dat (sleep, asio_timer): the empirical
-// CDF of the lateness, as the W3 and W4 rows write theirs, so that their plots can show the floor.
+// --lateness_out=DIR (default: off) writes DIR/floor_<row>.K.dat (sleep, asio_timer), one file a
+// repetition (K = 0, 1, ..., also in counter cdf_index): the empirical CDF of the lateness, as the
+// W3 and W4 rows write theirs, so that their plots can show the floor.
 //
 // Sizes are flags (see --help). The machine is shared and noisy: run several times and quote
 // medians.
@@ -56,7 +58,9 @@ const char* name_of(waker how)
 // --lateness_out: where each row writes its lateness CDF; empty: nowhere.
 std::string lateness_out;
 
-// The due times of one row: start + k·gap, moved to now + gap when already passed.
+// The due times of one row: start + k·gap; one not after now (the last wake-up came more than a
+// gap late) is moved to now + gap, and the grid goes on from there, so that every sleep is a real
+// one (a due time already passed would return at once and record a lateness no wake-up had).
 class due_times
 {
 public:
@@ -64,17 +68,24 @@ public:
 
     clock_type::time_point next()
     {
-        const clock_type::time_point due = next_;
-        next_ += gap_;
         const clock_type::time_point now = clock_type::now();
         if (next_ <= now)
+        {
             next_ = now + gap_;
+            ++moved_;
+        }
+        const clock_type::time_point due = next_;
+        next_ += gap_;
         return due;
     }
+
+    // Due times moved so far.
+    std::int64_t moved() const { return moved_; }
 
 private:
     clock_type::duration gap_;
     clock_type::time_point next_;
+    std::int64_t moved_ = 0;
 };
 
 // Sleeps until each due time with the thread's timer slack at 1 ns; records the lateness.
@@ -151,7 +162,7 @@ void floor_wakeup(benchmark::State& state, waker how)
             return;
         }
         if (!lateness_out.empty() &&
-            !bench::write_cdf(lateness_out + "/floor_" + name_of(how) + ".dat", late))
+            !bench::write_run_cdf(state, lateness_out, std::string("floor_") + name_of(how), late))
         {
             state.SkipWithError("cannot write the lateness CDF to --lateness_out");
             return;
@@ -162,6 +173,7 @@ void floor_wakeup(benchmark::State& state, waker how)
         state.counters["p999_us"] = bench::percentile_us(late, 0.999);
         state.counters["max_us"] = static_cast<double>(late.back()) / 1000.0;
         state.counters["early"] = static_cast<double>(early);
+        state.counters["moved"] = static_cast<double>(due.moved());
         state.counters["cpu_us_per_wakeup"] =
             static_cast<double>(cpu.count()) / 1000.0 / static_cast<double>(wakeups);
     }

@@ -57,9 +57,10 @@
 // arm_ms, grid_shift_max_us (sched rows). A benchmark with missing or early ticks, or any other
 // unexpected outcome, fails with an error.
 //
-// --lateness_out=DIR (default: off) writes DIR/w4_<row>.dat (sched_pool, sched_asio, asio) per
-// row: the empirical CDF of the lateness, "lateness_us fraction", at most 2,000 points, for
-// gnuplot:  plot for [f in "sched_pool sched_asio asio"] "DIR/w4_".f.".dat" using 1:2 with lines
+// --lateness_out=DIR (default: off) writes DIR/w4_<row>.K.dat (sched_pool, sched_asio, asio) per
+// row and repetition (K = 0, 1, ..., also in counter cdf_index): the empirical CDF of the
+// lateness, "lateness_us fraction", at most 2,000 points, for gnuplot:
+//   plot for [f in "sched_pool sched_asio asio"] "DIR/w4_".f.".0.dat" using 1:2 with lines
 //
 // --slack_us=N sets the sched pools' pool_options::timer_slack (default: the option's default), to
 // weigh lateness against CPU.
@@ -460,11 +461,9 @@ void w4_heartbeats(benchmark::State& state, contestant who)
         {
             std::error_code ec;
             std::filesystem::create_directories(lateness_out, ec);
-            const std::filesystem::path path =
-                std::filesystem::path(lateness_out) / (std::string("w4_") + name_of(who) + ".dat");
-            if (!bench::write_cdf(path.string(), late))
+            if (!bench::write_run_cdf(state, lateness_out, std::string("w4_") + name_of(who), late))
             {
-                state.SkipWithError(("W4: cannot write " + path.string()).c_str());
+                state.SkipWithError("W4: cannot write the lateness CDF to --lateness_out");
                 return;
             }
         }

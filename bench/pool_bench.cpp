@@ -9,8 +9,18 @@
 //       per pending item; then cancel them all: cancel rate and VmRSS after.
 //
 // Every item's body is a lambda capturing one pointer (to a counter of items that actually ran,
-// reported as `fired`). Up to P = 1M no delay ends within a run; at 10M, arming the population
-// takes seconds, so many delays of [1 s, 10 s] end during the run, and their items fire.
+// reported as `fired`: 0 unless a churn lasts more than a second, W1's shortest delay).
+//
+// W1's standing population is due uniform in [1 s, 10 s] from the churn's start, not from when
+// each item was armed: arming is not timed and at P = 10M takes seconds, so delays counted from
+// arming would end during the churn (sched's worker would run those items, steady_timer's handlers
+// would run between chunks, libuv's loop, which never turns, would run none: different work). So
+// each row plans its churn's start, its longest setup time so far (x 1.5, + 20 ms) after the
+// setup begins; it arms the standing items due at start + U[1 s, 10 s] and, if the setup is done
+// sooner, waits (untimed) for the start. A row's first run has no measured setup time: it first
+// rehearses the setup (untimed, no churn, items due an hour later) and tears it down. Counters:
+// setup_ms (arming, untimed) and start_late_ms (how long after its planned start the churn began:
+// a setup that overran its plan; the standing items are then due that much sooner).
 //
 // The contestants, W1 (timed: the M pairs only; setup and teardown are not timed):
 //   sched            one pool; each producer keeps its futures in a ring of P slots:
@@ -37,8 +47,14 @@
 //                    all between chunks: libuv's best case. Single producer only (libuv loops are
 //                    not thread-safe).
 // Two producers:
-//   sched_shared     2 producer threads, P/2 and M/2 each, on ONE pool (2 workers): both go
-//                    through the pool's single queue and its lock. This is what sched offers.
+//   sched_shared     2 producer threads, P/2 and M/2 each, on ONE pool (2 workers). Items due
+//                    pool_options::far_tier_horizon (50 ms by default) or more ahead, as all of
+//                    W1's are, wait in the queue's far tier: heaps of their own with a lock each,
+//                    one picked by each pushing thread (2 per hardware thread, by the order the
+//                    threads first push: the two producers usually get different ones); a push or
+//                    a cancel takes that heap's lock only, the main queue's lock only for a push
+//                    due before every far item. So the two producers seldom contend for a lock.
+//                    This is what sched offers.
 //   sched_sharded    2 producer threads, each on its own pool (1 worker each): no shared lock.
 //   asio_sharded     2 io_contexts, each run by its own thread churning P/2 and M/2. This is the
 //                    fair 2-thread Asio setup (an io_context's timer queue is shared state under
@@ -55,9 +71,12 @@
 //           VmRSS growth per item, reported with and without the vector of futures (8 bytes a
 //           future; the reserved vector's pages become resident as it fills, so they are in the
 //           growth), and again after malloc_trim(0) (B_per_item_trimmed, vector included). Then
-//           future.cancel() for all; VmRSS after (the futures still hold their task objects, 56
-//           bytes each here; the bodies and queue entries are gone), after dropping the futures,
-//           and after malloc_trim(0) (glibc keeps freed small blocks).
+//           future.cancel() for all; VmRSS after (B_after_cancel: the futures still hold their
+//           task objects, 56 bytes each here; the bodies and queue entries are gone), after
+//           dropping the futures (B_after_drop: what cancelling all leaves), and after
+//           malloc_trim(0) (B_after_trim: glibc may keep freed small blocks). The vectors of
+//           handles are mapped from the kernel on their own (mapped_allocator below), so that
+//           dropping one returns all of its pages whatever malloc did before.
 //   asio    N x timers.emplace_back(io, delay).async_wait([p](error_code) {...}) into a
 //           pre-reserved vector of steady_timer (with and without the vector's sizeof(steady_timer)
 //           per item); then timer.cancel() for all and io.poll() to run the aborted handlers (the
@@ -84,13 +103,16 @@
 #include <cstdint>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_common.hpp"
+#include <sys/mman.h>
 #include <uv.h>
 
 namespace {
@@ -117,9 +139,11 @@ std::chrono::nanoseconds thread_cpu_time()
     return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
-// A run on several threads: first start, last end, and the CPU time the threads used in between.
+// A run on several threads: when the last one was set up, first start, last end, and the CPU time
+// the threads used in between.
 struct span
 {
+    clock_type::time_point ready; // the last thread done with its setup
     clock_type::time_point first_start;
     clock_type::time_point last_end;
     std::chrono::nanoseconds cpu{}; // summed over the threads, timed parts only
@@ -135,14 +159,15 @@ struct span
 };
 
 // Runs body(index, start, stop) on `threads` new threads. Each body does its untimed setup,
-// calls start() (all threads meet at a barrier, then each takes its start time), does its timed
-// part, calls stop() (takes its end time, then waits for all threads at a barrier, so that no
-// thread's teardown overlaps another's timed part), then its untimed teardown.
+// calls start() (all threads meet at a barrier, wait for `start_at` if it is still ahead, then
+// each takes its start time), does its timed part, calls stop() (takes its end time, then waits
+// for all threads at a barrier, so that no thread's teardown overlaps another's timed part), then
+// its untimed teardown.
 template <class Body>
-span run_threads(std::size_t threads, Body body)
+span run_threads(std::size_t threads, Body body, clock_type::time_point start_at = {})
 {
     std::barrier sync(static_cast<std::ptrdiff_t>(threads));
-    std::vector<clock_type::time_point> starts(threads), ends(threads);
+    std::vector<clock_type::time_point> readies(threads), starts(threads), ends(threads);
     std::vector<std::chrono::nanoseconds> cpu(threads);
     {
         std::vector<std::jthread> workers;
@@ -150,7 +175,9 @@ span run_threads(std::size_t threads, Body body)
         {
             workers.emplace_back([&, i] {
                 const auto start = [&] {
+                    readies[i] = clock_type::now();
                     sync.arrive_and_wait();
+                    std::this_thread::sleep_until(start_at);
                     starts[i] = clock_type::now();
                     cpu[i] = thread_cpu_time();
                 };
@@ -163,7 +190,8 @@ span run_threads(std::size_t threads, Body body)
             });
         }
     }
-    span out{*std::min_element(starts.begin(), starts.end()),
+    span out{*std::max_element(readies.begin(), readies.end()),
+             *std::min_element(starts.begin(), starts.end()),
              *std::max_element(ends.begin(), ends.end())};
     for (const auto c : cpu)
         out.cpu += c;
@@ -182,25 +210,84 @@ void report_w1(benchmark::State& state, const span& run, std::int64_t pairs)
     state.counters["fired"] = static_cast<double>(fired.load());
 }
 
+// ----- W1's standing population: due from the churn's start ----------------------------------
+
+// When a W1 run's churn starts, and when its standing items are due from.
+struct churn_plan
+{
+    clock_type::time_point start;    // the churn's planned start: it waits for it
+    clock_type::time_point due_from; // the standing items are due from here + U[1 s, 10 s]
+};
+
+// The longest setup time measured for each W1 row (named by its arguments), to plan its next run.
+std::map<std::string, clock_type::duration> setup_times;
+
+double milliseconds(clock_type::duration d)
+{
+    return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// One run of W1's row `row` (`pairs` cancel+schedule pairs): run(plan, pairs) sets up, churns
+// and tears down, and returns the span. The churn is planned to start 1.5 times the row's longest
+// setup so far, plus 20 ms, after the setup begins (the machine is shared: setup times vary by 2x
+// from one run to the next). The row's first run rehearses its setup first (run(plan, 0), the
+// items due an hour later), to measure it.
+template <class Run>
+void run_w1_row(benchmark::State& state, const std::string& row, std::int64_t pairs, Run run)
+{
+    auto known = setup_times.find(row);
+    if (known == setup_times.end())
+    {
+        const clock_type::time_point begun = clock_type::now();
+        const span rehearsal = run(churn_plan{begun, begun + 1h}, 0);
+        known = setup_times.emplace(row, rehearsal.ready - begun).first;
+    }
+    fired = 0;
+    const clock_type::time_point begun = clock_type::now();
+    const clock_type::time_point start = begun + known->second * 3 / 2 + 20ms;
+    const span done = run(churn_plan{start, start}, pairs);
+    known->second = std::max(known->second, done.ready - begun);
+    report_w1(state, done, pairs);
+    state.counters["setup_ms"] = milliseconds(done.ready - begun);
+    state.counters["start_late_ms"] = milliseconds(done.first_start - start);
+}
+
+// A row's name in setup_times: a contestant and its arguments.
+std::string row_name(const char* contestant, std::initializer_list<std::int64_t> args)
+{
+    std::string out = contestant;
+    for (const std::int64_t a : args)
+    {
+        out += '/';
+        out += std::to_string(a);
+    }
+    return out;
+}
+
 // ----- W1 with sched -----------------------------------------------------------------------------
 
-// One producer's churn on `pool`: p standing items, then m cancel+schedule pairs (timed).
+// One producer's churn on `pool`: p standing items due from `due_from`, then m cancel+schedule
+// pairs (timed).
 void sched_churn(sched::scheduled_thread_pool& pool,
                  std::size_t p,
                  std::int64_t m,
+                 clock_type::time_point due_from,
                  std::uint64_t seed,
                  const std::function<void()>& start,
                  const std::function<void()>& stop)
 {
     bench::rng rng(seed);
     std::atomic<std::uint64_t>* const counter = &fired;
+    const auto body = [counter] {
+        count_fired(counter);
+    };
     const auto schedule = [&] {
-        return pool.schedule(rng.uniform(1s, 10s), [counter] { count_fired(counter); });
+        return pool.schedule(rng.uniform(1s, 10s), body);
     };
     std::vector<sched::scheduled_future<void>> ring;
     ring.reserve(p);
     for (std::size_t i = 0; i < p; ++i)
-        ring.push_back(schedule());
+        ring.push_back(pool.schedule_at(due_from + rng.uniform(1s, 10s), body));
 
     start();
     std::size_t head = 0;
@@ -229,28 +316,30 @@ void w1_sched(benchmark::State& state)
         state.SkipWithError("1 or 2 producers");
         return;
     }
-    fired = 0;
+    const auto count = static_cast<std::int64_t>(producers);
     for (auto _ : state)
     {
-        // Shared: one pool with a worker per producer; sharded: one single-worker pool each.
-        // (Local objects, not a container: clang warns about destroying a pool anywhere else,
-        // since it has virtual functions but no virtual destructor and is not final.)
-        const auto run_on = [&](std::array<sched::scheduled_thread_pool*, 2> pools) {
-            const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
-                sched_churn(*pools[i], p / producers, m / std::int64_t(producers), 1000 + i, start,
-                            stop);
+        const auto run = [&](const churn_plan& plan, std::int64_t pairs) {
+            // Shared: one pool with a worker per producer; sharded: one single-worker pool each.
+            // (Local objects, not a container: clang warns about destroying a pool anywhere else,
+            // since it has virtual functions but no virtual destructor and is not final.)
+            const auto run_on = [&](std::array<sched::scheduled_thread_pool*, 2> pools) {
+                const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
+                    sched_churn(*pools[i], p / producers, pairs / count, plan.due_from, 1000 + i,
+                                start, stop);
+                };
+                return run_threads(producers, body, plan.start);
             };
-            const span run = run_threads(producers, body);
-            report_w1(state, run, m / std::int64_t(producers) * std::int64_t(producers));
+            sched::scheduled_thread_pool first(sharded ? 1 : producers);
+            if (sharded && producers == 2)
+            {
+                sched::scheduled_thread_pool second(1);
+                return run_on({&first, &second});
+            }
+            return run_on({&first, &first});
         };
-        sched::scheduled_thread_pool first(sharded ? 1 : producers);
-        if (sharded && producers == 2)
-        {
-            sched::scheduled_thread_pool second(1);
-            run_on({&first, &second});
-        }
-        else
-            run_on({&first, &first});
+        run_w1_row(state, row_name("sched", {std::int64_t(p), count, sharded}), m / count * count,
+                   run);
     }
 }
 
@@ -264,12 +353,17 @@ class asio_churn
 public:
     static constexpr std::int64_t chunk_pairs = 256;
 
-    asio_churn(asio::io_context& io, std::size_t p, std::int64_t m, std::uint64_t seed, bool reuse)
+    asio_churn(asio::io_context& io,
+               std::size_t p,
+               std::int64_t m,
+               clock_type::time_point due_from,
+               std::uint64_t seed,
+               bool reuse)
         : io_(io), ring_(p), left_(m), rng_(seed), reuse_(reuse)
     {
-        for (auto& slot : ring_) // setup, not timed
+        for (auto& slot : ring_) // setup, not timed: due from `due_from`
         {
-            slot.emplace(io_, rng_.uniform(1s, 10s));
+            slot.emplace(io_, due_from + rng_.uniform(1s, 10s));
             arm(*slot);
         }
     }
@@ -342,35 +436,34 @@ void w1_asio(benchmark::State& state)
     const bool sharded = state.range(3) != 0;
     const bool reuse = state.range(4) != 0;
     const std::size_t p_each = p / threads;
-    const std::int64_t m_each = m / std::int64_t(threads);
-    fired = 0;
+    const auto count = static_cast<std::int64_t>(threads);
     for (auto _ : state)
     {
-        span run;
-        if (sharded || threads == 1)
-        {
-            // One io_context per thread, each with its own chain.
-            const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
-                asio::io_context io(1);
-                asio_churn churn(io, p_each, m_each, 2000 + i, reuse);
-                churn.post([&io] { io.stop(); });
-                start();
-                io.run(); // the pending timers keep it busy: the last chunk stops it
-                stop();
-                churn.clear();
-                drain(io);
-            };
-            run = run_threads(threads, body);
-        }
-        else
-        {
+        const auto run = [&](const churn_plan& plan, std::int64_t pairs) {
+            const std::int64_t m_each = pairs / count;
+            if (sharded || threads == 1)
+            {
+                // One io_context per thread, each with its own chain.
+                const auto body = [&](std::size_t i, const auto& start, const auto& stop) {
+                    asio::io_context io(1);
+                    asio_churn churn(io, p_each, m_each, plan.due_from, 2000 + i, reuse);
+                    churn.post([&io] { io.stop(); });
+                    start();
+                    io.run(); // the pending timers keep it busy: the last chunk stops it
+                    stop();
+                    churn.clear();
+                    drain(io);
+                };
+                return run_threads(threads, body, plan.start);
+            }
             // One io_context, run by all threads, one chain per thread.
             asio::io_context io(static_cast<int>(threads));
             std::vector<std::unique_ptr<asio_churn>> chains;
             std::atomic<std::size_t> chains_left{threads};
             for (std::size_t i = 0; i < threads; ++i)
             {
-                chains.push_back(std::make_unique<asio_churn>(io, p_each, m_each, 2000 + i, reuse));
+                chains.push_back(std::make_unique<asio_churn>(io, p_each, m_each, plan.due_from,
+                                                              2000 + i, reuse));
                 chains.back()->post([&] {
                     if (chains_left.fetch_sub(1) == 1)
                         io.stop();
@@ -381,12 +474,14 @@ void w1_asio(benchmark::State& state)
                 io.run(); // until the last chain to finish stops it
                 stop();
             };
-            run = run_threads(threads, body);
+            const span out = run_threads(threads, body, plan.start);
             for (const auto& chain : chains)
                 chain->clear();
             drain(io);
-        }
-        report_w1(state, run, m_each * std::int64_t(threads));
+            return out;
+        };
+        run_w1_row(state, row_name("asio", {std::int64_t(p), count, sharded, reuse}),
+                   m / count * count, run);
     }
 }
 
@@ -419,45 +514,91 @@ void w1_libuv(benchmark::State& state)
 {
     const auto p = static_cast<std::size_t>(state.range(0));
     const std::int64_t m = state.range(1);
-    fired = 0;
     for (auto _ : state)
     {
-        uv_loop_t loop;
-        uv_check(uv_loop_init(&loop));
-        std::vector<uv_timer_t> ring(p);
-        bench::rng rng(1000);
-        for (uv_timer_t& timer : ring) // setup, not timed
-        {
-            uv_check(uv_timer_init(&loop, &timer));
-            timer.data = &fired;
-            uv_check(uv_timer_start(&timer, on_uv_timer, uniform_ms(rng, 1s, 10s), 0));
-        }
-
-        const span run = run_threads(1, [&](std::size_t, const auto& start, const auto& stop) {
-            start();
-            std::size_t head = 0;
-            for (std::int64_t i = 0; i < m; ++i)
+        const auto run = [&](const churn_plan& plan, std::int64_t pairs) {
+            uv_loop_t loop;
+            uv_check(uv_loop_init(&loop));
+            std::vector<uv_timer_t> ring(p);
+            bench::rng rng(1000);
+            // Setup, not timed. libuv's timeouts count from the loop's time, read here.
+            uv_update_time(&loop);
+            const clock_type::time_point loop_time = clock_type::now();
+            for (uv_timer_t& timer : ring)
             {
-                if (i % 256 == 0)
-                    uv_update_time(&loop); // what a turn of the loop does
-                uv_timer_t& timer = ring[head];
-                uv_check(uv_timer_stop(&timer));
-                uv_check(uv_timer_start(&timer, on_uv_timer, uniform_ms(rng, 1s, 10s), 0));
-                if (++head == p)
-                    head = 0;
+                uv_check(uv_timer_init(&loop, &timer));
+                timer.data = &fired;
+                const auto due = plan.due_from + rng.uniform(1s, 10s);
+                const auto timeout =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(due - loop_time);
+                uv_check(uv_timer_start(&timer, on_uv_timer,
+                                        static_cast<std::uint64_t>(timeout.count()), 0));
             }
-            stop();
-        });
-        report_w1(state, run, m);
 
-        for (uv_timer_t& timer : ring) // not timed
-            uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
-        uv_check(uv_run(&loop, UV_RUN_NOWAIT)); // runs the close callbacks
-        uv_check(uv_loop_close(&loop));
+            const auto body = [&](std::size_t, const auto& start, const auto& stop) {
+                start();
+                std::size_t head = 0;
+                for (std::int64_t i = 0; i < pairs; ++i)
+                {
+                    if (i % 256 == 0)
+                        uv_update_time(&loop); // what a turn of the loop does
+                    uv_timer_t& timer = ring[head];
+                    uv_check(uv_timer_stop(&timer));
+                    uv_check(uv_timer_start(&timer, on_uv_timer, uniform_ms(rng, 1s, 10s), 0));
+                    if (++head == p)
+                        head = 0;
+                }
+                stop();
+            };
+            const span out = run_threads(1, body, plan.start);
+
+            for (uv_timer_t& timer : ring) // not timed
+                uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
+            uv_check(uv_run(&loop, UV_RUN_NOWAIT)); // runs the close callbacks
+            uv_check(uv_loop_close(&loop));
+            return out;
+        };
+        run_w1_row(state, row_name("libuv", {std::int64_t(p)}), m, run);
     }
 }
 
 // ----- W2 ----------------------------------------------------------------------------------------
+
+// An allocator that maps each allocation from the kernel and unmaps it when it is freed, for W2's
+// vectors of handles. From malloc, they would come from its heap once its dynamic mmap threshold
+// has grown (after the first large block freed in the process: a repetition's or another row's),
+// and, freed below blocks still in use, their pages would stay resident: 8 bytes a future in
+// every "after" reading but the first run's. The vector is the caller's, not the library's; with
+// this it leaves nothing behind, and the readings after dropping the handles are the library's.
+template <class T>
+struct mapped_allocator
+{
+    using value_type = T;
+
+    mapped_allocator() = default;
+    template <class U>
+    mapped_allocator(const mapped_allocator<U>&) noexcept
+    {}
+
+    T* allocate(std::size_t n)
+    {
+        void* p = ::mmap(nullptr, std::max<std::size_t>(n, 1) * sizeof(T), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            throw std::bad_alloc();
+        return static_cast<T*>(p);
+    }
+
+    void deallocate(T* p, std::size_t n) noexcept
+    {
+        ::munmap(p, std::max<std::size_t>(n, 1) * sizeof(T));
+    }
+
+    friend bool operator==(const mapped_allocator&, const mapped_allocator&) = default;
+};
+
+template <class T>
+using mapped_vector = std::vector<T, mapped_allocator<T>>;
 
 struct rss_readings
 {
@@ -504,7 +645,7 @@ void w2_sched(benchmark::State& state)
         std::atomic<std::uint64_t>* const counter = &fired;
         sched::scheduled_thread_pool pool(1);
         rss_readings rss;
-        std::vector<sched::scheduled_future<void>> futures;
+        mapped_vector<sched::scheduled_future<void>> futures;
         bench::trim_heap();
         rss.before = bench::vm_rss_bytes();
         futures.reserve(n); // reserved, not yet resident: its pages count as the futures fill it
@@ -522,7 +663,7 @@ void w2_sched(benchmark::State& state)
                 benchmark::DoNotOptimize(future.cancel());
         });
         rss.cancelled = bench::vm_rss_bytes();
-        std::vector<sched::scheduled_future<void>>().swap(futures);
+        decltype(futures)().swap(futures);
         rss.dropped = bench::vm_rss_bytes();
         bench::trim_heap();
         rss.trimmed = bench::vm_rss_bytes();
@@ -540,7 +681,7 @@ void w2_asio(benchmark::State& state)
         std::atomic<std::uint64_t>* const counter = &fired;
         asio::io_context io(1);
         rss_readings rss;
-        std::vector<asio::steady_timer> timers;
+        mapped_vector<asio::steady_timer> timers;
         bench::trim_heap();
         rss.before = bench::vm_rss_bytes();
         timers.reserve(n);
@@ -564,7 +705,7 @@ void w2_asio(benchmark::State& state)
             io.poll(); // run the N aborted handlers: only then is a wait's memory released
         });
         rss.cancelled = bench::vm_rss_bytes();
-        std::vector<asio::steady_timer>().swap(timers);
+        decltype(timers)().swap(timers);
         rss.dropped = bench::vm_rss_bytes();
         bench::trim_heap();
         rss.trimmed = bench::vm_rss_bytes();

@@ -49,8 +49,10 @@ else
     periodic_sizes=()
     floor_sizes=()
 fi
+# Every repetition goes to the JSON (the report takes the medians itself, and fails on any
+# repetition that failed); the console shows the aggregates only.
 common=(--benchmark_repetitions="$repetitions" --benchmark_enable_random_interleaving=true
-    --benchmark_report_aggregates_only=true --benchmark_out_format=json)
+    --benchmark_display_aggregates_only=true --benchmark_out_format=json)
 
 run() { # name, then the executable's arguments
     local name=$1
