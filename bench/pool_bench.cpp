@@ -92,6 +92,8 @@
 
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/mapped_memory.hpp>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -106,14 +108,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <new>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_common.hpp"
-#include <sys/mman.h>
 #include <uv.h>
 
 namespace {
@@ -588,16 +588,13 @@ struct mapped_allocator
 
     T* allocate(std::size_t n)
     {
-        void* p = ::mmap(nullptr, std::max<std::size_t>(n, 1) * sizeof(T), PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED)
-            throw std::bad_alloc();
-        return static_cast<T*>(p);
+        return static_cast<T*>(
+            sched::detail::map_memory(std::max<std::size_t>(n, 1) * sizeof(T), alignof(T)));
     }
 
     void deallocate(T* p, std::size_t n) noexcept
     {
-        ::munmap(p, std::max<std::size_t>(n, 1) * sizeof(T));
+        sched::detail::unmap_memory(p, std::max<std::size_t>(n, 1) * sizeof(T), alignof(T));
     }
 
     friend bool operator==(const mapped_allocator&, const mapped_allocator&) = default;

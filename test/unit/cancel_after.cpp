@@ -120,6 +120,7 @@ BOOST_AUTO_TEST_CASE(the_wrapped_handler_may_throw_on_a_move_only_if_the_handler
         void operator()(error_code) {}
     };
     using timeout = sched::detail::timeout_task<std::chrono::steady_clock,
+                                                boost::asio::io_context::executor_type,
                                                 boost::asio::io_context::executor_type>;
     constexpr bool throwing_may_throw = !std::is_nothrow_move_constructible_v<
         sched::detail::timeout_handler<throwing_move, timeout>>;
@@ -257,15 +258,11 @@ BOOST_FIXTURE_TEST_CASE(on_a_shut_down_pool_the_operation_is_cancelled_at_once,
 {
     std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
     std::optional<boost::asio::cancellation_type> cancelled;
-    auto park = [&](auto handler) {         // listens for cancellation, as an operation does
-        parked.emplace(std::move(handler)); // it installs its own in the slot, then forwards
-        auto slot = parked->get_cancellation_slot();
-        BOOST_TEST_REQUIRE(slot.is_connected());
-        slot.assign([&](boost::asio::cancellation_type type) { cancelled = type; });
-    };
+    std::optional<std::thread::id> cancelled_on;
     pool.shutdown();
     auto token = sched::cancel_after(scheduler, 1h, on_done());
-    boost::asio::async_initiate<decltype(token), void(error_code)>(park, token);
+    boost::asio::async_initiate<decltype(token), void(error_code)>(
+        parking_operation{io.get_executor(), &parked, &cancelled, &cancelled_on}, token);
     BOOST_TEST(!cancelled); // not inside the initiating function
     BOOST_TEST(run_ready() == 1u);
     BOOST_TEST((cancelled == boost::asio::cancellation_type::terminal));

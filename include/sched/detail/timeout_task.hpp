@@ -35,7 +35,7 @@ namespace sched::detail {
 // as the operation completes. It may outlive the handler (the pool's queue, or an emission on
 // its way, may hold it), so its memory is the recycler's, never the handler's allocator's (which
 // Asio frees before the handler runs).
-template <class Clock, class HandlerExecutor, class IoExecutor = HandlerExecutor>
+template <class Clock, class HandlerExecutor, class IoExecutor>
 class timeout_task final : public task<Clock>
 {
 public:
