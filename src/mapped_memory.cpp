@@ -55,6 +55,23 @@ void unmap_pages(void* block, std::size_t bytes) noexcept
         0) // too many mappings to split one: keep the range, not its memory
         discard(block, bytes);
 }
+#if defined(__linux__)
+void* remap(void* block,
+            std::size_t old_bytes,
+            std::size_t new_bytes,
+            std::size_t alignment) noexcept
+{
+    const std::size_t page = page_size();
+    if (alignment > page) // a moved block starts on a page boundary only
+        return nullptr;
+    const auto whole_pages = [page](std::size_t bytes) {
+        return (bytes + page - 1) & ~(page - 1);
+    };
+    void* const moved =
+        ::mremap(block, whole_pages(old_bytes), whole_pages(new_bytes), MREMAP_MAYMOVE);
+    return moved == MAP_FAILED ? nullptr : moved;
+}
+#endif
 #else
 // Never called: maps_memory is false.
 void* map_pages(std::size_t, std::size_t)
@@ -83,6 +100,22 @@ void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcep
         unmap_pages(block, bytes);
     else
         ::operator delete(block, bytes, std::align_val_t(alignment));
+}
+
+void* remap_memory(void* block,
+                   std::size_t old_bytes,
+                   std::size_t new_bytes,
+                   std::size_t alignment) noexcept
+{
+#if defined(__linux__)
+    if constexpr (remaps_memory)
+        return remap(block, old_bytes, new_bytes, alignment);
+#endif
+    (void)block;
+    (void)old_bytes;
+    (void)new_bytes;
+    (void)alignment;
+    return nullptr;
 }
 
 void discard_pages(void* block, std::size_t bytes) noexcept

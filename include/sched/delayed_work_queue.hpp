@@ -3,7 +3,7 @@
 
 #include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/clock_listener.hpp>
-#include <sched/detail/heap_allocator.hpp>
+#include <sched/detail/heap_array.hpp>
 #include <sched/detail/time.hpp>
 
 #include <algorithm>
@@ -392,7 +392,6 @@ private:
     static constexpr int index_bits = std::numeric_limits<std::size_t>::digits - 8;
     static constexpr std::size_t position_mask = (std::size_t(1) << index_bits) - 1;
     static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
-    static constexpr std::size_t min_capacity = 64;
 
     static std::size_t heap_number(std::size_t recorded) noexcept { return recorded >> index_bits; }
 
@@ -422,11 +421,7 @@ private:
         // nothing changed.
         std::size_t push(node& task, time_point due, std::uint64_t seq);
         // Room for one more entry, so that the next push cannot throw (growing as pushes do).
-        void make_room()
-        {
-            if (entries_.size() == entries_.capacity())
-                entries_.reserve(std::max(min_capacity, 2 * entries_.capacity()));
-        }
+        void make_room() { entries_.make_room(); }
         // Gives the entry at `i` a new due time and push order; returns its position.
         std::size_t move(std::size_t i, time_point due, std::uint64_t seq) noexcept;
         node* pop_front() noexcept;
@@ -450,9 +445,7 @@ private:
         {
             for (entry& e : entries_)
                 e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
-            decltype(entries_) taken;
-            taken.swap(entries_);
-            return taken;
+            return std::exchange(entries_, {});
         }
 
     private:
@@ -467,10 +460,9 @@ private:
         std::size_t sift_up(std::size_t i) noexcept;
         std::size_t sift_down(std::size_t i) noexcept;
         void rebuild() noexcept;
-        void release_spare_capacity() noexcept;
         void check_invariants(std::size_t touched) const noexcept;
 
-        std::vector<entry, detail::heap_allocator<entry, arity>> entries_;
+        detail::heap_array<entry, arity> entries_;
         std::size_t tag_; // heap number << index_bits
     };
 

@@ -18,6 +18,14 @@ inline constexpr bool maps_memory = !under_address_sanitizer;
 inline constexpr bool maps_memory = false;
 #endif
 
+// Whether remap_memory() can resize a mapped block: with Linux's mremap, except under
+// ThreadSanitizer (see sanitizers.hpp).
+#if defined(__linux__)
+inline constexpr bool remaps_memory = maps_memory && !under_thread_sanitizer;
+#else
+inline constexpr bool remaps_memory = false;
+#endif
+
 // `bytes` (a multiple of the page size is best) aligned to `alignment`, a power of two.
 // Throws std::bad_alloc.
 void* map_memory(std::size_t bytes, std::size_t alignment);
@@ -25,6 +33,16 @@ void* map_memory(std::size_t bytes, std::size_t alignment);
 // Frees `bytes` from `block`: the whole of what map_memory(bytes, alignment) returned, or, where
 // maps_memory, any part of it that starts on a page boundary.
 void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept;
+
+// Where remaps_memory: resizes `block`, which map_memory(old_bytes, alignment) or this returned,
+// to `new_bytes`, keeping its contents up to the smaller size without copying them: in place to
+// shrink (the pages past the new end go back to the system), and to grow in place or by moving
+// its pages. Returns the block (perhaps moved), or null if it could not (out of memory, an
+// alignment beyond a page, or not remaps_memory): then nothing changed.
+void* remap_memory(void* block,
+                   std::size_t old_bytes,
+                   std::size_t new_bytes,
+                   std::size_t alignment) noexcept;
 
 // Where maps_memory: gives the memory of the whole pages within `bytes` from `block` (part of a
 // mapped block) back to the system; they read as zeros when next touched. Elsewhere, nothing.

@@ -18,6 +18,20 @@ inline constexpr bool under_address_sanitizer = false;
 inline constexpr bool under_address_sanitizer = false;
 #endif
 
+// Whether this is built with ThreadSanitizer, which does not follow memory that the system moves
+// (mremap): such memory is then copied instead.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool under_thread_sanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool under_thread_sanitizer = true;
+#else
+inline constexpr bool under_thread_sanitizer = false;
+#endif
+#else
+inline constexpr bool under_thread_sanitizer = false;
+#endif
+
 } // namespace sched::detail
 
 #endif // SCHED_DETAIL_SANITIZERS_HPP

@@ -945,7 +945,7 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
         throw;
     }
     // Hand the matching ones out in queue order. If writing throws, the rest stay queued.
-    std::sort(entries_.begin() + static_cast<std::ptrdiff_t>(kept), entries_.end(), earlier);
+    std::sort(entries_.begin() + kept, entries_.end(), earlier);
     std::size_t written = kept;
     try
     {
@@ -958,12 +958,11 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
     }
     catch (...)
     {
-        entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(kept),
-                       entries_.begin() + static_cast<std::ptrdiff_t>(written));
+        entries_.erase(entries_.begin() + kept, entries_.begin() + written);
         rebuild();
         throw;
     }
-    entries_.resize(kept);
+    entries_.truncate(kept);
     rebuild();
     return n - kept;
 }
@@ -1027,7 +1026,7 @@ void basic_delayed_work_queue<Clock>::heap::rebuild() noexcept
         for (std::size_t i = (entries_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
             sift_down(i);
     }
-    release_spare_capacity();
+    entries_.release_spare();
     check_invariants(0);
 }
 
@@ -1055,32 +1054,9 @@ void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
             at = sift_up(i);
     }
     task->heap_index_.store(not_queued, std::memory_order_relaxed);
-    if (entries_.size() <= entries_.capacity() / 4) [[unlikely]]
-        release_spare_capacity();
+    if (entries_.has_spare()) [[unlikely]]
+        entries_.release_spare();
     check_invariants(at);
-}
-
-template <class Clock>
-void basic_delayed_work_queue<Clock>::heap::release_spare_capacity() noexcept
-{
-    // Halve the array whenever it is three quarters empty, so that cancelling a mass of tasks
-    // gives their memory back; amortised O(1), and never thrashing around one size.
-    std::size_t capacity = entries_.capacity();
-    if (capacity < 2 * min_capacity || entries_.size() > capacity / 4)
-        return;
-    while (capacity >= 2 * min_capacity && entries_.size() <= capacity / 4)
-        capacity /= 2;
-    try
-    {
-        decltype(entries_) smaller;
-        smaller.reserve(capacity);
-        smaller.assign(entries_.begin(), entries_.end());
-        entries_.swap(smaller);
-    }
-    catch (const std::bad_alloc&)
-    {
-        // Keeping the larger array is always correct.
-    }
 }
 
 template <class Clock>

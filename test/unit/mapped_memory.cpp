@@ -1,0 +1,75 @@
+// Memory mapped from the system, and resized there without copying where it can be.
+
+#include <sched/detail/mapped_memory.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace {
+
+constexpr std::size_t page = 4096;
+
+bool filled_with(const void* block, std::size_t bytes, unsigned char value)
+{
+    const auto* p = static_cast<const unsigned char*>(block);
+    for (std::size_t i = 0; i < bytes; ++i)
+    {
+        if (p[i] != value)
+            return false;
+    }
+    return true;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_SUITE(test_mapped_memory)
+
+BOOST_AUTO_TEST_CASE(a_mapped_block_has_its_alignment_and_is_writable)
+{
+    for (std::size_t alignment : {std::size_t(64), page, 16 * page})
+    {
+        void* block = sched::detail::map_memory(8 * page, alignment);
+        BOOST_TEST(reinterpret_cast<std::uintptr_t>(block) % alignment == 0u);
+        std::memset(block, 0x5a, 8 * page);
+        BOOST_TEST(filled_with(block, 8 * page, 0x5a));
+        sched::detail::unmap_memory(block, 8 * page, alignment);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_remapped_block_keeps_its_contents_as_it_grows_and_shrinks)
+{
+    constexpr std::size_t small = 40 * page + 100; // not whole pages
+    constexpr std::size_t large = 1000 * page + 100;
+    void* block = sched::detail::map_memory(small, 128);
+    std::memset(block, 0x33, small);
+    void* grown = sched::detail::remap_memory(block, small, large, 128);
+    if constexpr (!sched::detail::remaps_memory)
+    {
+        BOOST_TEST(grown == nullptr); // and the block is as it was
+        BOOST_TEST(filled_with(block, small, 0x33));
+        sched::detail::unmap_memory(block, small, 128);
+        return;
+    }
+    BOOST_TEST_REQUIRE(grown != nullptr);
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(grown) % 128 == 0u);
+    BOOST_TEST(filled_with(grown, small, 0x33));
+    std::memset(static_cast<std::byte*>(grown) + small, 0x44, large - small); // all writable
+    void* shrunk = sched::detail::remap_memory(grown, large, small, 128);
+    BOOST_TEST_REQUIRE(shrunk == grown); // shrinking is in place
+    BOOST_TEST(filled_with(shrunk, small, 0x33));
+    sched::detail::unmap_memory(shrunk, small, 128);
+}
+
+BOOST_AUTO_TEST_CASE(an_alignment_beyond_a_page_is_not_remapped)
+{
+    void* block = sched::detail::map_memory(4 * page, 16 * page);
+    std::memset(block, 0x21, 4 * page);
+    BOOST_TEST(sched::detail::remap_memory(block, 4 * page, 64 * page, 16 * page) == nullptr);
+    BOOST_TEST(filled_with(block, 4 * page, 0x21));
+    sched::detail::unmap_memory(block, 4 * page, 16 * page);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
