@@ -4,9 +4,12 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include <sys/mman.h>
 
 namespace {
 
@@ -60,6 +63,11 @@ BOOST_AUTO_TEST_CASE(a_remapped_block_keeps_its_contents_as_it_grows_and_shrinks
     void* shrunk = sched::detail::remap_memory(grown, large, small, 128);
     BOOST_TEST_REQUIRE(shrunk == grown); // shrinking is in place
     BOOST_TEST(filled_with(shrunk, small, 0x33));
+    // The pages past the new end went back to the system: they are no longer mapped.
+    unsigned char resident = 0;
+    void* const past = static_cast<std::byte*>(shrunk) + 41 * page;
+    BOOST_TEST(::mincore(past, page, &resident) == -1);
+    BOOST_TEST(errno == ENOMEM);
     sched::detail::unmap_memory(shrunk, small, 128);
 }
 

@@ -23,9 +23,12 @@ namespace sched::detail {
 // Its owner resizes it under a lock that every timer waits for, so a resize must not stall.
 // Large arrays are mapped from the system and, where it can (remaps_memory), resized in place
 // there: growing moves no entry and faults no page in (each page faults in as entries first
-// reach it), and the array shrinks by a bounded step at a time, as soon as that much of it is
-// twice as much as its entries need. Elsewhere a resize copies the entries into a new block, and
-// the array halves when three quarters of it are empty (amortised O(1)).
+// reach it). As entries leave one by one, such an array shrinks to twice what they need as soon
+// as it holds a step (release_step) more than that, or when three quarters of it are empty: so a
+// shrink gives back at most about a step. Elsewhere a resize copies the entries into a new block,
+// and the array halves when three quarters of it are empty (amortised O(1)). Either way, a
+// removal of many entries at once (truncate()) is followed by one release_spare() that gives back
+// all the room beyond twice what is left.
 template <class T, std::size_t Arity>
 class heap_array
 {
@@ -34,8 +37,9 @@ class heap_array
 public:
     // Capacity below which the array never shrinks.
     static constexpr std::size_t min_capacity = 64;
-    // How many bytes a mapped array that is resized in place gives back at a time, at most: a
-    // few tens of microseconds' work for the system, once per half as many removed.
+    // How many bytes a mapped array resized in place gives back at a time as entries leave one
+    // by one, at most: a few tens of microseconds' work for the system, once per half as many
+    // removed.
     static constexpr std::size_t release_step = std::size_t(256) * 1024;
 
     heap_array() noexcept = default;
@@ -87,8 +91,9 @@ public:
     // Throws std::bad_alloc, and then nothing changed.
     void push_back(const T& value)
     {
+        const T copy = value; // `value` may be an entry, which making room may move
         make_room();
-        data_[size_++] = value;
+        data_[size_++] = copy;
     }
 
     void pop_back() noexcept { --size_; }
@@ -125,7 +130,8 @@ public:
         }
         catch (const std::bad_alloc&)
         {
-            release_below_ = size_ / 2; // keeping the larger array is always correct
+            // Keeping the larger array is always correct; try again at half the size.
+            release_below_ = std::max<std::size_t>(size_ / 2, 1);
         }
     }
 
@@ -146,7 +152,10 @@ private:
     {
         return maps_memory && block_bytes(capacity) >= mapped_bytes;
     }
-    static bool remaps(std::size_t capacity) noexcept { return remaps_memory && mapped(capacity); }
+    static bool remaps(std::size_t capacity) noexcept
+    {
+        return remaps_memory && line <= 4096 && mapped(capacity); // a moved block is page-aligned
+    }
     static std::byte* block_of(T* data) noexcept
     {
         return reinterpret_cast<std::byte*>(data) - (line - sizeof(T));
@@ -197,10 +206,11 @@ private:
     // The sizes below which an array of `capacity` has memory to give back (see above).
     static std::size_t release_threshold(std::size_t capacity) noexcept
     {
+        const std::size_t quarter = capacity >= 2 * min_capacity ? capacity / 4 + 1 : 0;
         constexpr std::size_t step = release_step / sizeof(T);
         if (remaps(capacity) && capacity > step)
-            return (capacity - step) / 2 + 1;
-        return capacity >= 2 * min_capacity ? capacity / 4 + 1 : 0;
+            return std::max((capacity - step) / 2 + 1, quarter);
+        return quarter;
     }
 
     T* data_ = nullptr;
