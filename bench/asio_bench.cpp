@@ -86,7 +86,10 @@
 //           woken by the reactor's timerfd).
 //   The handler reads steady_clock::now() first thing. Counters: p50_us, p99_us, p999_us,
 //   max_us (lateness), early (handlers that ran before their due time: must be 0; fails the
-//   benchmark otherwise), errors (handlers with an error_code: must be 0).
+//   benchmark otherwise), errors (handlers with an error_code: must be 0); due_while_arming (the
+//   timers due before the last was armed), p99_while_arming_us and p99_after_arming_us (the
+//   lateness p99 of those and of the rest: the first come while the benchmark thread contends
+//   with the io threads for the queue, as a server's own threads would).
 //
 // Sizes are flags (see --help): --p, --m, --n, --resets, --timers, --window_ms, --rounds,
 // --chunk, --threads; --lateness_out=DIR writes W3's lateness CDFs for the plots, one file a
@@ -882,6 +885,21 @@ void w3_lateness(benchmark::State& state)
         state.counters["min_us"] = static_cast<double>(sorted.front()) / 1000.0;
         state.counters["early"] = static_cast<double>(early);
         state.counters["errors"] = static_cast<double>(run.errors.load());
+        {
+            // The timers due while the benchmark thread still armed others, and the rest.
+            const clock_type::time_point armed_until = armed_from + arm_time;
+            std::vector<std::int64_t> during;
+            std::vector<std::int64_t> after;
+            for (std::size_t i = 0; i < timers; ++i)
+                (run.due[i] < armed_until ? during : after).push_back(run.late_ns[i]);
+            std::sort(during.begin(), during.end());
+            std::sort(after.begin(), after.end());
+            state.counters["due_while_arming"] = static_cast<double>(during.size());
+            if (!during.empty())
+                state.counters["p99_while_arming_us"] = bench::percentile_us(during, 0.99);
+            if (!after.empty())
+                state.counters["p99_after_arming_us"] = bench::percentile_us(after, 0.99);
+        }
         state.counters["arm_ms"] = std::chrono::duration<double, std::milli>(arm_time).count();
         state.counters["wall_ms"] =
             std::chrono::duration<double, std::milli>(run.last_ran - armed_from).count();
