@@ -18,6 +18,13 @@ std::size_t page_size() noexcept
     return page;
 }
 
+// `n` rounded up to a whole number of pages.
+std::uintptr_t whole_pages(std::uintptr_t n) noexcept
+{
+    const std::size_t page = page_size();
+    return (n + page - 1) & ~(page - 1);
+}
+
 void* map_pages(std::size_t bytes, std::size_t alignment)
 {
     // Maps enough to find an aligned start, then unmaps what is before and after the block.
@@ -31,7 +38,7 @@ void* map_pages(std::size_t bytes, std::size_t alignment)
     const std::uintptr_t block = (begin + alignment - 1) & ~(alignment - 1);
     const std::uintptr_t end = begin + bytes + extra;
     // Whole pages either side: the block's end is rounded up to a page, as mmap rounds bytes.
-    const std::uintptr_t block_end = (block + bytes + page - 1) & ~(page - 1);
+    const std::uintptr_t block_end = whole_pages(block + bytes);
     if (block != begin)
         ::munmap(mapping, block - begin);
     if (block_end < end)
@@ -43,7 +50,7 @@ void discard(void* block, std::size_t bytes) noexcept
 {
     const std::size_t page = page_size();
     const auto begin = reinterpret_cast<std::uintptr_t>(block);
-    const std::uintptr_t first = (begin + page - 1) & ~(page - 1);
+    const std::uintptr_t first = whole_pages(begin);
     const std::uintptr_t last = (begin + bytes) & ~(page - 1);
     if (first < last)
         ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
@@ -61,12 +68,8 @@ void* remap(void* block,
             std::size_t new_bytes,
             std::size_t alignment) noexcept
 {
-    const std::size_t page = page_size();
-    if (alignment > page) // a moved block starts on a page boundary only
+    if (alignment > page_size()) // a moved block starts on a page boundary only
         return nullptr;
-    const auto whole_pages = [page](std::size_t bytes) {
-        return (bytes + page - 1) & ~(page - 1);
-    };
     void* const moved =
         ::mremap(block, whole_pages(old_bytes), whole_pages(new_bytes), MREMAP_MAYMOVE);
     return moved == MAP_FAILED ? nullptr : moved;

@@ -45,22 +45,33 @@ bool holds_first(const array_type& a, std::size_t n)
 // More entries than fit below the size that is mapped (128 KB), and several steps of release.
 constexpr std::size_t many = 200'000;
 
+// An array holding make(0) ... make(n - 1).
+array_type filled(std::size_t n)
+{
+    array_type a;
+    for (std::size_t i = 0; i < n; ++i)
+        a.push_back(make(i));
+    return a;
+}
+
+// Takes out the last entry as the queue's heap does: then gives back what is spare.
+void remove_last(array_type& a)
+{
+    a.pop_back();
+    a.release_spare();
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_heap_array)
 
 BOOST_AUTO_TEST_CASE(entries_survive_every_growth_and_every_shrink)
 {
-    array_type a;
-    for (std::size_t i = 0; i < many; ++i)
-        a.push_back(make(i));
+    array_type a = filled(many);
     BOOST_TEST(holds_first(a, many));
     BOOST_TEST(a.capacity() >= many);
-    for (std::size_t n = many; n > 10; --n)
-    {
-        a.pop_back();
-        a.release_spare();
-    }
+    while (a.size() > 10)
+        remove_last(a);
     BOOST_TEST(holds_first(a, 10));
     for (std::size_t i = 10; i < many; ++i) // grows again from a small array
         a.push_back(make(i));
@@ -78,25 +89,21 @@ BOOST_AUTO_TEST_CASE(the_groups_of_children_start_on_their_own_boundary)
     }
     while (a.size() > 1)
     {
-        a.pop_back();
-        a.release_spare();
+        remove_last(a);
         BOOST_TEST_REQUIRE(reinterpret_cast<std::uintptr_t>(&a[0] + 1) % 128 == 0);
     }
 }
 
 BOOST_AUTO_TEST_CASE(an_emptying_array_keeps_room_for_as_many_again_and_gives_the_rest_back)
 {
-    array_type a;
-    for (std::size_t i = 0; i < many; ++i)
-        a.push_back(make(i));
+    array_type a = filled(many);
     const std::size_t full = a.capacity();
     const std::size_t step_entries = array_type::release_step / sizeof(entry);
     std::size_t largest_step = 0; // entries given back at once
     std::size_t capacity = full;
     while (!a.empty())
     {
-        a.pop_back();
-        a.release_spare();
+        remove_last(a);
         BOOST_TEST_REQUIRE(a.capacity() <= capacity); // it never grows on the way down
         if (a.capacity() != capacity)
             BOOST_TEST_REQUIRE(a.capacity() >= 2 * a.size());
@@ -132,9 +139,7 @@ BOOST_AUTO_TEST_CASE(pushing_back_one_of_its_own_entries_copies_it_before_growin
 
 BOOST_AUTO_TEST_CASE(release_spare_keeps_an_array_that_is_not_emptier_than_its_threshold)
 {
-    array_type a;
-    for (std::size_t i = 0; i < many; ++i)
-        a.push_back(make(i));
+    array_type a = filled(many);
     const std::size_t capacity = a.capacity();
     BOOST_TEST(!a.has_spare());
     a.release_spare();
@@ -144,9 +149,7 @@ BOOST_AUTO_TEST_CASE(release_spare_keeps_an_array_that_is_not_emptier_than_its_t
 
 BOOST_AUTO_TEST_CASE(a_failed_growth_changes_nothing)
 {
-    array_type a;
-    for (std::size_t i = 0; i < array_type::min_capacity; ++i) // full, below the mapped size
-        a.push_back(make(i));
+    array_type a = filled(array_type::min_capacity); // full, below the mapped size
     BOOST_TEST_REQUIRE(a.size() == a.capacity());
     sched::test::fail_next_aligned_allocation();
     BOOST_CHECK_THROW(a.push_back(make(a.size())), std::bad_alloc);
@@ -159,9 +162,7 @@ BOOST_AUTO_TEST_CASE(a_failed_growth_changes_nothing)
 
 BOOST_AUTO_TEST_CASE(a_failed_shrink_keeps_the_larger_array_and_its_entries)
 {
-    array_type a;
-    for (std::size_t i = 0; i < 1024; ++i) // below the mapped size: shrinking copies
-        a.push_back(make(i));
+    array_type a = filled(1024); // below the mapped size: shrinking copies
     while (!a.has_spare())
         a.pop_back();
     const std::size_t capacity = a.capacity();
@@ -176,9 +177,7 @@ BOOST_AUTO_TEST_CASE(a_failed_shrink_keeps_the_larger_array_and_its_entries)
 
 BOOST_AUTO_TEST_CASE(erase_and_truncate_keep_the_order_of_what_remains)
 {
-    array_type a;
-    for (std::size_t i = 0; i < 10; ++i)
-        a.push_back(make(i));
+    array_type a = filled(10);
     a.erase(a.begin() + 2, a.begin() + 5);
     BOOST_TEST_REQUIRE(a.size() == 7u);
     const std::size_t expected[] = {0, 1, 5, 6, 7, 8, 9};
@@ -191,9 +190,7 @@ BOOST_AUTO_TEST_CASE(erase_and_truncate_keep_the_order_of_what_remains)
 
 BOOST_AUTO_TEST_CASE(a_moved_array_takes_the_entries_and_leaves_an_empty_one)
 {
-    array_type a;
-    for (std::size_t i = 0; i < many; ++i)
-        a.push_back(make(i));
+    array_type a = filled(many);
     array_type b = std::exchange(a, {});
     BOOST_TEST(a.empty());
     BOOST_TEST(a.capacity() == 0u);
