@@ -18,13 +18,6 @@ std::size_t page_size() noexcept
     return page;
 }
 
-// `n` rounded up to a whole number of pages.
-std::uintptr_t whole_pages(std::uintptr_t n) noexcept
-{
-    const std::size_t page = page_size();
-    return (n + page - 1) & ~(page - 1);
-}
-
 void* map_pages(std::size_t bytes, std::size_t alignment)
 {
     // Maps enough to find an aligned start, then unmaps what is before and after the block.
@@ -88,6 +81,19 @@ void unmap_pages(void*, std::size_t) noexcept {}
 #endif
 
 } // namespace
+
+#if defined(__unix__)
+std::uintptr_t whole_pages(std::uintptr_t n) noexcept
+{
+    const std::size_t page = page_size();
+    return (n + page - 1) & ~(page - 1);
+}
+#else
+std::uintptr_t whole_pages(std::uintptr_t n) noexcept
+{
+    return n;
+}
+#endif
 
 void* map_memory(std::size_t bytes, std::size_t alignment)
 {

@@ -1,4 +1,5 @@
 #include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
 #include <sched/detail/recycler.hpp>
 
@@ -119,7 +120,7 @@ void unlink(span_list& list, span& s) noexcept
 
 // Spans are mapped spans_per_map at a time, the ones not yet used kept untouched (so not
 // resident) in a reserve, and unmapped one at a time, so that a span's memory goes back to the
-// system as soon as it is freed. (An aligned operator new of 64 KB would cost glibc 8 KB more of
+// system soon after it is empty. (An aligned operator new of 64 KB would cost glibc 8 KB more of
 // resident memory, measured.)
 constexpr std::size_t spans_per_map = maps_memory ? 16 : 1;
 
@@ -142,11 +143,6 @@ void* new_span_memory()
             reserve.spans[reserve.count++] = first + i * span_size;
     }
     return reserve.spans[--reserve.count];
-}
-
-void delete_span(span* s) noexcept
-{
-    unmap_memory(s, span_size, span_size);
 }
 
 span* new_span()
@@ -179,8 +175,9 @@ void* take_block(span_list& list, std::size_t index)
     return block;
 }
 
-// Under the class's lock: `block` is back in its span.
-void give_back(span_list& list, void* block) noexcept
+// Under the class's lock: `block` is back in its span. A span left empty is kept as the spare,
+// or else added to `emptied` (through its `next`), to be unmapped once the lock is released.
+void give_back(span_list& list, void* block, span*& emptied) noexcept
 {
     span& s = *span_of(block);
     s.free = ::new (block) free_block{s.free};
@@ -193,7 +190,10 @@ void give_back(span_list& list, void* block) noexcept
     if (s.listed)
         unlink(list, s);
     if (list.spare)
-        delete_span(&s);
+    {
+        s.next = emptied;
+        emptied = &s;
+    }
     else
     {
         s.free = nullptr; // every carved block is back: carving starts over
@@ -226,15 +226,28 @@ struct free_list
     std::size_t count;
 };
 
-// Gives the blocks of a chain back to their spans.
+// Gives the blocks of a chain back to their spans. The spans this empties (beyond the spare) go
+// back to the system on the unmapping thread: a chain of 144 blocks freed in the order their
+// timers fell due may empty several at once (bursts of 4 to 8, measured in W3), and unmapping
+// them here would hold up this thread's timers, and the class's lock, by 14 µs or more each. (The
+// first span to empty while the class has no spare becomes the spare, and its pages are discarded
+// here, under the lock: once, until a refill takes the spare again.)
 void give_back_all(std::size_t index, free_block* chain) noexcept
 {
     span_list& list = spans[index];
-    std::lock_guard lock(list.mutex);
-    while (free_block* b = chain)
+    span* emptied = nullptr;
     {
-        chain = b->next;
-        give_back(list, b);
+        std::lock_guard lock(list.mutex);
+        while (free_block* b = chain)
+        {
+            chain = b->next;
+            give_back(list, b, emptied);
+        }
+    }
+    while (span* s = emptied)
+    {
+        emptied = s->next;
+        unmap_in_background(s, span_size, span_size);
     }
 }
 

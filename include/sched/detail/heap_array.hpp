@@ -1,6 +1,7 @@
 #ifndef SCHED_DETAIL_HEAP_ARRAY_HPP
 #define SCHED_DETAIL_HEAP_ARRAY_HPP
 
+#include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
 
 #include <algorithm>
@@ -23,12 +24,14 @@ namespace sched::detail {
 // Its owner resizes it under a lock that every timer waits for, so a resize must not stall.
 // Large arrays are mapped from the system and, where it can (remaps_memory), resized in place
 // there: growing moves no entry and faults no page in (each page faults in as entries first
-// reach it). As entries leave one by one, such an array shrinks to twice what they need as soon
-// as it holds a step (release_step) more than that, or when three quarters of it are empty: so a
-// shrink gives back at most about a step. Elsewhere a resize copies the entries into a new block,
-// and the array halves when three quarters of it are empty (amortised O(1)). Either way, a
-// removal of many entries at once (truncate()) is followed by one release_spare() that gives back
-// all the room beyond twice what is left.
+// reach it), and shrinking hands the pages past the new end to the unmapping thread
+// (background_unmap.hpp): unmapping them here held the lock about 30 µs a step (below). As entries
+// leave one by one, such an array shrinks to twice what they need as soon as it holds a step
+// (release_step) more than that, or when three quarters of it are empty: so a shrink gives back at
+// most about a step. Elsewhere a resize copies the entries into a new block, and the array halves
+// when three quarters of it are empty (amortised O(1)). Either way, a removal of many entries at
+// once (truncate()) is followed by one release_spare() that gives back all the room beyond twice
+// what is left.
 template <class T, std::size_t Arity>
 class heap_array
 {
@@ -38,8 +41,8 @@ public:
     // Capacity below which the array never shrinks.
     static constexpr std::size_t min_capacity = 64;
     // How many bytes a mapped array resized in place gives back at a time as entries leave one
-    // by one, at most: a few tens of microseconds' work for the system, once per half as many
-    // removed.
+    // by one, at most: a few tens of microseconds' work for the unmapping thread, once per half
+    // as many removed.
     static constexpr std::size_t release_step = std::size_t(256) * 1024;
 
     heap_array() noexcept = default;
@@ -186,8 +189,14 @@ private:
         T* data = nullptr;
         if (data_ && remaps(capacity_) && remaps(capacity))
         {
-            if (void* block = remap_memory(block_of(data_), block_bytes(capacity_),
-                                           block_bytes(capacity), line))
+            if (capacity < capacity_)
+            {
+                unmap_tail_in_background(block_of(data_), block_bytes(capacity_),
+                                         block_bytes(capacity), line);
+                data = data_;
+            }
+            else if (void* block = remap_memory(block_of(data_), block_bytes(capacity_),
+                                                block_bytes(capacity), line))
                 data = data_of(block);
         }
         if (!data)

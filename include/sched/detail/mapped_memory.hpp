@@ -4,6 +4,7 @@
 #include <sched/detail/sanitizers.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace sched::detail {
 
@@ -26,6 +27,9 @@ inline constexpr bool remaps_memory = maps_memory && !under_thread_sanitizer;
 inline constexpr bool remaps_memory = false;
 #endif
 
+// `n`, a size or an address, rounded up to a whole number of pages (where there is no mmap, `n`).
+std::uintptr_t whole_pages(std::uintptr_t n) noexcept;
+
 // `bytes` (a multiple of the page size is best) aligned to `alignment`, a power of two.
 // Throws std::bad_alloc.
 void* map_memory(std::size_t bytes, std::size_t alignment);
@@ -34,11 +38,12 @@ void* map_memory(std::size_t bytes, std::size_t alignment);
 // maps_memory, any part of it that starts on a page boundary.
 void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept;
 
-// Where remaps_memory: resizes `block`, which map_memory(old_bytes, alignment) or this returned,
-// to `new_bytes`, keeping its contents up to the smaller size without copying them: in place to
-// shrink (the pages past the new end go back to the system), and to grow in place or by moving
-// its pages. Returns the block (perhaps moved), or null if it could not (out of memory, an
-// alignment beyond a page, or not remaps_memory): then nothing changed.
+// Where remaps_memory: resizes `block`, which map_memory(old_bytes, alignment) or this returned
+// (or either, for more bytes, with its whole pages past old_bytes unmapped since), to `new_bytes`,
+// keeping its contents up to the smaller size without copying them: in place to shrink (the pages
+// past the new end go back to the system), and to grow in place or by moving its pages. Returns the
+// block (perhaps moved), or null if it could not (out of memory, an alignment beyond a page, or not
+// remaps_memory): then nothing changed.
 void* remap_memory(void* block,
                    std::size_t old_bytes,
                    std::size_t new_bytes,

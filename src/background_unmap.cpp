@@ -1,0 +1,241 @@
+#include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/background_unmap.hpp>
+#include <sched/detail/mapped_memory.hpp>
+#include <sched/detail/sanitizers.hpp>
+#include <sched/detail/thread_name.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+
+namespace sched::detail {
+namespace {
+
+// A block waiting to be unmapped, written over its start.
+struct pending_block
+{
+    pending_block* next;
+    std::size_t bytes;
+    std::size_t alignment;
+};
+
+enum class thread_state
+{
+    not_started,
+    running,
+    ended, // or ending: blocks are unmapped at once
+};
+
+// Trivially destructible, so that it can still be used as the program ends.
+struct unmapper
+{
+    atomic_mutex mutex; // guards all but `wake` and `unmapped`
+    // Held by the thread while it unmaps what it took, so that a fork waits for that: the child
+    // would not unmap those blocks.
+    atomic_mutex unmapping;
+    pending_block* pending = nullptr;
+    thread_state state = thread_state::not_started;
+    bool asleep = false;    // the thread waits for `wake` to change
+    bool fork_safe = false; // the fork handlers are registered: else no thread is started
+    pthread_t thread{};
+    std::atomic<unsigned> wake{0};
+    std::atomic<std::size_t> unmapped{0};
+#if defined(__linux__)
+    // The CPUs the program's threads may run on, read as it starts: the thread does not keep
+    // those of the thread that started it (which may be pinned to a core that runs timers).
+    cpu_set_t cpus{};
+    bool cpus_known = false;
+#endif
+};
+
+constinit unmapper background{};
+
+void unmap_all(pending_block* taken) noexcept
+{
+    while (pending_block* b = taken)
+    {
+        taken = b->next;
+        unmap_memory(b, b->bytes, b->alignment);
+    }
+}
+
+void* run(void*)
+{
+    name_this_thread("sched-unmap");
+#if defined(__linux__)
+    if (background.cpus_known)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof background.cpus, &background.cpus);
+#endif
+    for (;;)
+    {
+        std::unique_lock unmapping(background.unmapping);
+        background.mutex.lock();
+        pending_block* taken = std::exchange(background.pending, nullptr);
+        if (!taken)
+        {
+            const bool ending = background.state == thread_state::ended;
+            background.asleep = !ending;
+            const unsigned seen = background.wake.load();
+            background.mutex.unlock();
+            if (ending)
+                return nullptr;
+            unmapping.unlock();
+            // A wake-up after the unlock changes `wake` first, so the wait returns.
+            background.wake.wait(seen);
+            continue;
+        }
+        background.mutex.unlock();
+        std::size_t count = 0;
+        for (pending_block* b = taken; b; b = b->next)
+            ++count;
+        unmap_all(taken);
+        background.unmapped.fetch_add(count, std::memory_order_relaxed);
+    }
+}
+
+// Under the mutex. The thread runs with every signal blocked (a process's signal handlers are
+// not run on it) and with the default scheduling, not its starter's (a real-time policy, say).
+bool start_thread() noexcept
+{
+    pthread_attr_t attributes;
+    if (pthread_attr_init(&attributes) != 0)
+        return false;
+    sched_param priority{};
+    priority.sched_priority = 0;
+    bool started = pthread_attr_setinheritsched(&attributes, PTHREAD_EXPLICIT_SCHED) == 0 &&
+                   pthread_attr_setschedpolicy(&attributes, SCHED_OTHER) == 0 &&
+                   pthread_attr_setschedparam(&attributes, &priority) == 0;
+    if (started)
+    {
+        sigset_t all;
+        sigset_t old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); // the thread inherits the mask
+        started = pthread_create(&background.thread, &attributes, &run, nullptr) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+    pthread_attr_destroy(&attributes);
+    if (started)
+        background.state = thread_state::running;
+    return started;
+}
+
+// Unlocked: if the thread was asleep (whoever set `asleep` to false under the mutex wakes it).
+// Sequentially consistent, as the load of `seen` and the wait: the waiter's side of
+// notify_one() must see the change, or the thread would sleep with blocks pending.
+void wake_thread() noexcept
+{
+    background.wake.fetch_add(1);
+    background.wake.notify_one();
+}
+
+void lock_for_fork() noexcept
+{
+    background.unmapping.lock();
+    background.mutex.lock();
+}
+
+void unlock_in_parent() noexcept
+{
+    background.mutex.unlock();
+    background.unmapping.unlock();
+}
+
+// The child has no thread: it unmaps what was pending (munmap may be called in a forked child),
+// and the next call starts a thread of its own. ThreadSanitizer cannot start threads in a child
+// of a process with threads: there, the child unmaps at once.
+void unlock_in_child() noexcept
+{
+    unmap_all(std::exchange(background.pending, nullptr));
+    if (background.state == thread_state::running)
+        background.state = under_thread_sanitizer ? thread_state::ended : thread_state::not_started;
+    background.asleep = false;
+    unlock_in_parent();
+}
+
+// Registers the fork handlers and reads the program's CPUs as it starts, and ends the thread as
+// it ends (after the thread has unmapped what is pending).
+struct thread_lifetime
+{
+    thread_lifetime() noexcept
+    {
+        // Without memory for the handlers, a child would wait for a thread it does not have.
+        background.fork_safe =
+            pthread_atfork(&lock_for_fork, &unlock_in_parent, &unlock_in_child) == 0;
+#if defined(__linux__)
+        background.cpus_known = sched_getaffinity(0, sizeof background.cpus, &background.cpus) == 0;
+#endif
+    }
+
+    ~thread_lifetime()
+    {
+        background.mutex.lock();
+        const bool running = background.state == thread_state::running;
+        background.state = thread_state::ended;
+        background.asleep = false;
+        background.mutex.unlock();
+        if (running)
+        {
+            wake_thread();
+            pthread_join(background.thread, nullptr);
+        }
+    }
+
+    thread_lifetime(const thread_lifetime&) = delete;
+    thread_lifetime& operator=(const thread_lifetime&) = delete;
+};
+
+thread_lifetime lifetime;
+
+} // namespace
+
+void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) noexcept
+{
+    if constexpr (maps_memory)
+    {
+        bool handed_over = false;
+        bool wake = false;
+        {
+            std::lock_guard lock(background.mutex);
+            if (background.state == thread_state::running ||
+                (background.state == thread_state::not_started && background.fork_safe &&
+                 start_thread()))
+            {
+                background.pending =
+                    ::new (block) pending_block{background.pending, bytes, alignment};
+                handed_over = true;
+                wake = std::exchange(background.asleep, false);
+            }
+        }
+        if (wake)
+            wake_thread();
+        if (handed_over)
+            return;
+    }
+    unmap_memory(block, bytes, alignment);
+}
+
+void unmap_tail_in_background(void* block,
+                              std::size_t old_bytes,
+                              std::size_t new_bytes,
+                              std::size_t alignment) noexcept
+{
+    const auto start = reinterpret_cast<std::uintptr_t>(block);
+    const std::uintptr_t tail = whole_pages(start + new_bytes);
+    const std::uintptr_t end = whole_pages(start + old_bytes);
+    if (tail < end) // a whole page or more: room for a pending_block
+        unmap_in_background(reinterpret_cast<void*>(tail), end - tail, alignment);
+}
+
+std::size_t blocks_unmapped_in_background() noexcept
+{
+    return background.unmapped.load(std::memory_order_relaxed);
+}
+
+} // namespace sched::detail
