@@ -193,6 +193,14 @@ struct thread_lifetime
 
 thread_lifetime lifetime;
 
+// Under the mutex: whether the thread runs, started now if need be.
+bool running() noexcept
+{
+    return background.state == thread_state::running ||
+           (background.state == thread_state::not_started && background.fork_safe &&
+            start_thread());
+}
+
 } // namespace
 
 void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) noexcept
@@ -203,9 +211,7 @@ void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) 
         bool wake = false;
         {
             std::lock_guard lock(background.mutex);
-            if (background.state == thread_state::running ||
-                (background.state == thread_state::not_started && background.fork_safe &&
-                 start_thread()))
+            if (running())
             {
                 background.pending =
                     ::new (block) pending_block{background.pending, bytes, alignment};
@@ -231,6 +237,15 @@ void unmap_tail_in_background(void* block,
     const std::uintptr_t end = whole_pages(start + old_bytes);
     if (tail < end) // a whole page or more: room for a pending_block
         unmap_in_background(reinterpret_cast<void*>(tail), end - tail, alignment);
+}
+
+void start_unmapping_thread() noexcept
+{
+    if constexpr (maps_memory)
+    {
+        std::lock_guard lock(background.mutex);
+        (void)running();
+    }
 }
 
 std::size_t blocks_unmapped_in_background() noexcept

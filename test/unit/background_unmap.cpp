@@ -3,6 +3,8 @@
 // unmapped range; so each test maps nothing between handing blocks over and checking them (a new
 // mapping could take their place).
 
+#include <sched/scheduled_thread_pool.hpp>
+
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
 #include <sched/detail/sanitizers.hpp>
@@ -178,10 +180,28 @@ BOOST_AUTO_TEST_CASE(blocks_handed_over_by_several_threads_at_once_are_all_unmap
         [&] { return blocks_unmapped_in_background() >= before + threads * per_thread; }));
 }
 
+#if defined(__linux__)
+// Runs `child` in a forked child process, which ends with its result as its exit status (or is
+// killed after 20 s); returns whether it returned 0.
+template <class Child>
+bool in_child(Child child)
+{
+    const pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0)
+    {
+        std::signal(SIGALRM, SIG_DFL); // not the test runner's handler: the child ends
+        alarm(20);
+        _exit(child());
+    }
+    int status = 0;
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 // A child forked while the unmapping thread runs has no such thread: it starts its own, which
 // unmaps what the child hands over. (Under ThreadSanitizer, which cannot start threads in such a
 // child, the child unmaps at once.)
-#if defined(__linux__)
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping))
 BOOST_AUTO_TEST_CASE(a_forked_child_unmaps_in_its_own_thread, *boost::unit_test::timeout(120))
 {
@@ -190,38 +210,50 @@ BOOST_AUTO_TEST_CASE(a_forked_child_unmaps_in_its_own_thread, *boost::unit_test:
     BOOST_TEST_REQUIRE(sched::test::eventually([&] { return unmapped(first, page); }));
     BOOST_TEST_REQUIRE(has_thread_named("sched-unmap"));
     void* block = map_and_fill(4 * page); // the child's, mapped before the fork
-    const pid_t child = fork();
-    BOOST_TEST_REQUIRE(child >= 0);
-    if (child == 0)
-    {
-        std::signal(SIGALRM, SIG_DFL); // not the test runner's handler: the child ends
-        alarm(20);                     // if the block is never unmapped, it is killed
+    BOOST_TEST(in_child([&] {
         const bool had_thread = has_thread_named("sched-unmap");
         unmap_in_background(block, 4 * page, page);
         while (!unmapped(block, 4 * page))
             std::this_thread::yield();
         const bool has_thread = has_thread_named("sched-unmap");
-        _exit(!had_thread && has_thread != sched::detail::under_thread_sanitizer ? 0 : 1);
-    }
-    int status = 0;
-    BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+        return !had_thread && has_thread != sched::detail::under_thread_sanitizer ? 0 : 1;
+    }));
     unmap_in_background(block, 4 * page, page); // the parent's copy
     BOOST_TEST(sched::test::eventually([&] { return unmapped(block, 4 * page); }));
 }
-#endif
+
+// Tests that start the thread in a child process, which has none (the test runner's may be
+// running already): ThreadSanitizer cannot.
+boost::test_tools::assertion_result child_starts_threads(boost::unit_test::test_unit_id)
+{
+    boost::test_tools::assertion_result result(!sched::detail::under_thread_sanitizer);
+    result.message() << "ThreadSanitizer cannot start threads in a forked child";
+    return result;
+}
+
+// A pool starts the thread as it starts, so that the first memory handed over (perhaps under the
+// queue's lock) does not pay for starting it.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *
+                     boost::unit_test::precondition(child_starts_threads))
+BOOST_AUTO_TEST_CASE(a_pool_starts_the_thread_as_it_starts, *boost::unit_test::timeout(120))
+{
+    BOOST_TEST(in_child([] {
+        if (has_thread_named("sched-unmap"))
+            return 2;
+        sched::scheduled_thread_pool pool(1);
+        // The thread names itself as it starts.
+        return sched::test::eventually([] { return has_thread_named("sched-unmap"); }) ? 0 : 1;
+    }));
+}
 
 // The thread runs on the CPUs the program started with, not on those of the thread that starts
-// it: a thread that runs timers may be pinned to a core of its own. Checked in a child process,
-// whose first hand-over starts a thread (the test runner's may be running already).
-#if defined(__linux__)
+// it: a thread that runs timers may be pinned to a core of its own.
 boost::test_tools::assertion_result several_cpus(boost::unit_test::test_unit_id)
 {
     cpu_set_t cpus;
     boost::test_tools::assertion_result result(sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
-                                               CPU_COUNT(&cpus) > 1 &&
-                                               !sched::detail::under_thread_sanitizer);
-    result.message() << "needs two CPUs, and a child that can start threads (not ThreadSanitizer)";
+                                               CPU_COUNT(&cpus) > 1);
+    result.message() << "needs two CPUs";
     return result;
 }
 
@@ -241,6 +273,7 @@ bool cpus_of_thread_named(const std::string& name, cpu_set_t& cpus)
 }
 
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *
+                     boost::unit_test::precondition(child_starts_threads) *
                      boost::unit_test::precondition(several_cpus))
 BOOST_AUTO_TEST_CASE(the_thread_does_not_keep_the_cpus_of_the_thread_that_starts_it,
                      *boost::unit_test::timeout(120))
@@ -248,12 +281,7 @@ BOOST_AUTO_TEST_CASE(the_thread_does_not_keep_the_cpus_of_the_thread_that_starts
     cpu_set_t all;
     BOOST_TEST_REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
     void* block = map_and_fill(page); // the child's, mapped before the fork
-    const pid_t child = fork();
-    BOOST_TEST_REQUIRE(child >= 0);
-    if (child == 0)
-    {
-        std::signal(SIGALRM, SIG_DFL);
-        alarm(20);
+    BOOST_TEST(in_child([&] {
         cpu_set_t one;
         CPU_ZERO(&one);
         for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
@@ -265,16 +293,13 @@ BOOST_AUTO_TEST_CASE(the_thread_does_not_keep_the_cpus_of_the_thread_that_starts
             }
         }
         if (sched_setaffinity(0, sizeof one, &one) != 0)
-            _exit(2);
+            return 2;
         unmap_in_background(block, page, page);
         while (!unmapped(block, page))
             std::this_thread::yield();
         cpu_set_t its;
-        _exit(cpus_of_thread_named("sched-unmap", its) && CPU_EQUAL(&its, &all) ? 0 : 1);
-    }
-    int status = 0;
-    BOOST_TEST_REQUIRE(waitpid(child, &status, 0) == child);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+        return cpus_of_thread_named("sched-unmap", its) && CPU_EQUAL(&its, &all) ? 0 : 1;
+    }));
     unmap_in_background(block, page, page); // the parent's copy
 }
 #endif

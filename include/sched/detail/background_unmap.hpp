@@ -10,16 +10,21 @@ namespace sched::detail {
 // which runs timers and frees a burst of task spans falls behind them by milliseconds.
 // unmap_in_background() hands `block` (from map_memory(bytes, alignment), or a part of it that
 // starts on a page boundary, of 24 bytes or more: its start is overwritten) to a thread that
-// unmaps it soon after, without waiting for the caller: the thread "sched-unmap", started on the
-// first call with every signal blocked, the default scheduling policy and the CPUs the program
-// started with (not those of the thread that starts it), and ended as the program (or, for a
-// shared library, the library) ends. Where that thread cannot be started (it is tried again on
-// the next call; and never if the fork handlers could not be registered as the program
-// started), once it has ended, and where !maps_memory, the block is unmapped at once. A
-// child process forked with the thread running unmaps what was pending as it starts, and starts
-// its own thread when it needs it (under ThreadSanitizer, which cannot start threads in such a
-// child, it unmaps at once).
+// unmaps it soon after, without waiting for the caller: the thread "sched-unmap", started by the
+// first call or the first start_unmapping_thread(), with every signal blocked, the default
+// scheduling policy and the CPUs the program started with (not those of the thread that starts it),
+// and ended as the program (or, for a shared library, the library) ends. Where that thread cannot
+// be started (it is tried again on the next call; and never if the fork handlers could not be
+// registered as the program started), once it has ended, and where !maps_memory, the block is
+// unmapped at once. A child process forked with the thread running unmaps what was pending as it
+// starts, and starts its own thread when it needs it (under ThreadSanitizer, which cannot start
+// threads in such a child, it unmaps at once).
 void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) noexcept;
+
+// Starts the thread now if it is not running yet (where maps_memory), so that the first block
+// handed over does not pay for that (about 150-250 µs, measured), perhaps under a lock that
+// timers wait for: each scheduled_thread_pool calls it as it starts its workers.
+void start_unmapping_thread() noexcept;
 
 // Where maps_memory: shrinks `block` (from map_memory(old_bytes, alignment) or remap_memory()) to
 // `new_bytes` in place, handing its whole pages past new_bytes to unmap_in_background(). The
