@@ -17,6 +17,11 @@
 namespace sched::detail {
 namespace {
 
+// How many bytes may wait for the thread: memory freed faster than the thread gives it back (a
+// million tasks cancelled in a loop) then still goes back as it is freed, on the freeing thread.
+// A burst of spans emptied at once (4 to 8 in W3), or a heap array's step, fits many times over.
+constexpr std::size_t max_pending_bytes = std::size_t(1) << 20;
+
 // A block waiting to be unmapped, written over its start.
 struct pending_block
 {
@@ -40,6 +45,7 @@ struct unmapper
     // would not unmap those blocks.
     atomic_mutex unmapping;
     pending_block* pending = nullptr;
+    std::size_t pending_bytes = 0;
     thread_state state = thread_state::not_started;
     bool asleep = false;    // the thread waits for `wake` to change
     bool fork_safe = false; // the fork handlers are registered: else no thread is started
@@ -77,6 +83,7 @@ void* run(void*)
         std::unique_lock unmapping(background.unmapping);
         background.mutex.lock();
         pending_block* taken = std::exchange(background.pending, nullptr);
+        background.pending_bytes = 0;
         if (!taken)
         {
             const bool ending = background.state == thread_state::ended;
@@ -153,6 +160,7 @@ void unlock_in_parent() noexcept
 void unlock_in_child() noexcept
 {
     unmap_all(std::exchange(background.pending, nullptr));
+    background.pending_bytes = 0;
     if (background.state == thread_state::running)
         background.state = under_thread_sanitizer ? thread_state::ended : thread_state::not_started;
     background.asleep = false;
@@ -211,10 +219,11 @@ void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) 
         bool wake = false;
         {
             std::lock_guard lock(background.mutex);
-            if (running())
+            if (background.pending_bytes + bytes <= max_pending_bytes && running())
             {
                 background.pending =
                     ::new (block) pending_block{background.pending, bytes, alignment};
+                background.pending_bytes += bytes;
                 handed_over = true;
                 wake = std::exchange(background.asleep, false);
             }

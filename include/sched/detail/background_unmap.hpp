@@ -12,13 +12,16 @@ namespace sched::detail {
 // starts on a page boundary, of 24 bytes or more: its start is overwritten) to a thread that
 // unmaps it soon after, without waiting for the caller: the thread "sched-unmap", started by the
 // first call or the first start_unmapping_thread(), with every signal blocked, the default
-// scheduling policy and the CPUs the program started with (not those of the thread that starts it),
-// and ended as the program (or, for a shared library, the library) ends. Where that thread cannot
-// be started (it is tried again on the next call; and never if the fork handlers could not be
-// registered as the program started), once it has ended, and where !maps_memory, the block is
-// unmapped at once. A child process forked with the thread running unmaps what was pending as it
-// starts, and starts its own thread when it needs it (under ThreadSanitizer, which cannot start
-// threads in such a child, it unmaps at once).
+// scheduling policy and the CPUs the program started with (not those of the thread that starts
+// it), and ended as the program (or, for a shared library, the library) ends.
+//
+// The block is unmapped at once instead when 1 MB already waits for the thread (memory freed
+// faster than the thread gives it back, a million tasks cancelled in a loop, still goes back as
+// it is freed); where the thread cannot be started (it is tried again on the next call; and never
+// if the fork handlers could not be registered as the program started); once it has ended; and
+// where !maps_memory. A child process forked with the thread running unmaps what was pending as
+// it starts, and starts its own thread when it needs it (under ThreadSanitizer, which cannot
+// start threads in such a child, it unmaps at once).
 void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) noexcept;
 
 // Starts the thread now if it is not running yet (where maps_memory), so that the first block
