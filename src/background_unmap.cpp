@@ -161,8 +161,10 @@ void unlock_in_child() noexcept
 {
     unmap_all(std::exchange(background.pending, nullptr));
     background.pending_bytes = 0;
-    if (background.state == thread_state::running)
-        background.state = under_thread_sanitizer ? thread_state::ended : thread_state::not_started;
+    if (under_thread_sanitizer)
+        background.state = thread_state::ended;
+    else if (background.state == thread_state::running)
+        background.state = thread_state::not_started;
     background.asleep = false;
     unlock_in_parent();
 }
@@ -255,6 +257,12 @@ void start_unmapping_thread() noexcept
         std::lock_guard lock(background.mutex);
         (void)running();
     }
+}
+
+bool unmapping_thread_idle() noexcept
+{
+    std::lock_guard lock(background.mutex);
+    return !background.pending && (background.state != thread_state::running || background.asleep);
 }
 
 std::size_t blocks_unmapped_in_background() noexcept

@@ -227,11 +227,12 @@ struct free_list
 };
 
 // Gives the blocks of a chain back to their spans. The spans this empties (beyond the spare) go
-// back to the system on the unmapping thread: a chain of 144 blocks freed in the order their
-// timers fell due may empty several at once (bursts of 4 to 8, measured in W3), and unmapping
-// them here would hold up this thread's timers, and the class's lock, by 14 µs or more each. (The
-// first span to empty while the class has no spare becomes the spare, and its pages are discarded
-// here, under the lock: once, until a refill takes the spare again.)
+// back to the system on the unmapping thread (unless 1 MB already waits for it): a chain of 144
+// blocks freed in the order their timers fell due may empty several at once (bursts of 4 to 8,
+// measured in W3), and unmapping them here would hold up this thread's timers, and the class's
+// lock, by 14 µs or more each. (The first span to empty while the class has no spare becomes the
+// spare, and its pages are discarded here, under the lock: once, until a refill takes the spare
+// again.)
 void give_back_all(std::size_t index, free_block* chain) noexcept
 {
     span_list& list = spans[index];

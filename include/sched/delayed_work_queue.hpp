@@ -124,6 +124,8 @@ public:
     /// (a led task never goes to the far tier): it must not call into the queue.
     using leader_finder = external_leader* (*)(node& task) noexcept;
 
+    /// Starts the thread that gives memory back to the system (see background_unmap.hpp), if it
+    /// is not running yet.
     basic_delayed_work_queue();
 
     /// Leaves any remaining tasks unqueued; the tasks themselves are not touched otherwise.

@@ -3,7 +3,7 @@
 // unmapped range; so each test maps nothing between handing blocks over and checking them (a new
 // mapping could take their place).
 
-#include <sched/scheduled_thread_pool.hpp>
+#include <sched/delayed_work_queue.hpp>
 
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
@@ -94,6 +94,8 @@ BOOST_AUTO_TEST_CASE(a_block_handed_over_is_unmapped_soon_after)
 {
     constexpr std::size_t bytes = 16 * page;
     void* block = map_and_fill(bytes);
+    // What the thread had before is counted (it is idle), so the count below is this test's.
+    BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
     const std::size_t before = blocks_unmapped_in_background();
     unmap_in_background(block, bytes, page);
     BOOST_TEST(sched::test::eventually([&] { return unmapped(block, bytes); }));
@@ -107,9 +109,15 @@ BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping))
 BOOST_AUTO_TEST_CASE(the_unmapping_is_done_by_a_thread_named_sched_unmap)
 {
     void* block = map_and_fill(page);
+    BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
+    const std::size_t before = blocks_unmapped_in_background();
     unmap_in_background(block, page, page);
-    // The thread names itself before it unmaps anything.
+    // The thread names itself before it unmaps anything, and counts what it unmapped.
     BOOST_TEST(sched::test::eventually([&] { return unmapped(block, page); }));
+    BOOST_TEST(sched::test::eventually([&] {
+        return sched::detail::unmapping_thread_idle() &&
+               blocks_unmapped_in_background() == before + 1;
+    }));
     BOOST_TEST(has_thread_named("sched-unmap"));
 }
 #endif
@@ -133,6 +141,8 @@ BOOST_AUTO_TEST_CASE(a_block_shrunk_in_place_keeps_its_start_and_loses_its_tail)
     constexpr std::size_t old_bytes = 64 * page;
     constexpr std::size_t new_bytes = 10 * page + 100; // its last page is kept whole
     void* block = map_and_fill(old_bytes);
+    // What the thread had before is counted (it is idle), so the count below is this test's.
+    BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
     const std::size_t before = blocks_unmapped_in_background();
     sched::detail::unmap_tail_in_background(block, old_bytes, new_bytes, page);
     auto* tail = static_cast<std::byte*>(block) + 11 * page;
@@ -172,6 +182,8 @@ BOOST_AUTO_TEST_CASE(blocks_handed_over_by_several_threads_at_once_are_all_unmap
         for (std::size_t i = 0; i < per_thread; ++i)
             mine.push_back(map_and_fill(bytes));
     }
+    // What the thread had before is counted (it is idle), so the count below is this test's.
+    BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
     const std::size_t before = blocks_unmapped_in_background();
     {
         // The threads (and their stacks) first: nothing is mapped once blocks are handed over.
@@ -242,16 +254,17 @@ boost::test_tools::assertion_result child_starts_threads(boost::unit_test::test_
     return result;
 }
 
-// A pool starts the thread as it starts, so that the first memory handed over (perhaps under the
-// queue's lock) does not pay for starting it.
+// A queue (so a pool) starts the thread as it is constructed, so that the first memory its heap
+// array hands over (under the queue's lock) does not pay for starting it.
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *
                      boost::unit_test::precondition(child_starts_threads))
-BOOST_AUTO_TEST_CASE(a_pool_starts_the_thread_as_it_starts, *boost::unit_test::timeout(120))
+BOOST_AUTO_TEST_CASE(a_queue_starts_the_thread_as_it_is_constructed,
+                     *boost::unit_test::timeout(120))
 {
     BOOST_TEST(in_child([] {
         if (has_thread_named("sched-unmap"))
             return 2;
-        sched::scheduled_thread_pool pool(1);
+        sched::delayed_work_queue queue;
         // The thread names itself as it starts.
         return sched::test::eventually([] { return has_thread_named("sched-unmap"); }) ? 0 : 1;
     }));

@@ -80,4 +80,24 @@ BOOST_AUTO_TEST_CASE(an_alignment_beyond_a_page_is_not_remapped)
     sched::detail::unmap_memory(block, 4 * page, 16 * page);
 }
 
+// A block whose pages past old_bytes are still mapped (handed to the unmapping thread, which has
+// not unmapped them yet) cannot grow in place: it moves, with its contents, and the pages past it
+// stay as they were until they are unmapped.
+BOOST_AUTO_TEST_CASE(a_block_grown_with_its_old_tail_still_mapped_moves)
+{
+    if constexpr (!sched::detail::remaps_memory)
+        return;
+    void* block = sched::detail::map_memory(64 * page, page);
+    std::memset(block, 0x44, 10 * page);
+    auto* tail = static_cast<std::byte*>(block) + 10 * page;
+    std::memset(tail, 0x55, 54 * page);
+    void* grown = sched::detail::remap_memory(block, 10 * page, 40 * page, page);
+    BOOST_TEST_REQUIRE(grown != nullptr);
+    BOOST_TEST(grown != block);
+    BOOST_TEST(filled_with(grown, 10 * page, 0x44));
+    BOOST_TEST(filled_with(tail, 54 * page, 0x55));
+    sched::detail::unmap_memory(tail, 54 * page, page);
+    sched::detail::unmap_memory(grown, 40 * page, page);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

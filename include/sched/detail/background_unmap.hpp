@@ -15,18 +15,20 @@ namespace sched::detail {
 // scheduling policy and the CPUs the program started with (not those of the thread that starts
 // it), and ended as the program (or, for a shared library, the library) ends.
 //
-// The block is unmapped at once instead when 1 MB already waits for the thread (memory freed
-// faster than the thread gives it back, a million tasks cancelled in a loop, still goes back as
-// it is freed); where the thread cannot be started (it is tried again on the next call; and never
-// if the fork handlers could not be registered as the program started); once it has ended; and
-// where !maps_memory. A child process forked with the thread running unmaps what was pending as
-// it starts, and starts its own thread when it needs it (under ThreadSanitizer, which cannot
-// start threads in such a child, it unmaps at once).
+// The block is unmapped at once instead if it would bring what waits for the thread over 1 MB
+// (so a block over 1 MB always is; memory freed faster than the thread gives it back, a million
+// tasks cancelled in a loop, still goes back as it is freed, and at most about 2 MB, what waits
+// and what the thread is unmapping, is freed but mapped); where the thread cannot be started (it
+// is tried again on the next call; and never if the fork handlers could not be registered as the
+// program started); once it has ended; and where !maps_memory. A child process forked with the
+// thread running unmaps what was pending as it starts, and starts its own thread when it needs it
+// (under ThreadSanitizer, which cannot start threads in a child of a process with threads, a
+// child unmaps at once).
 void unmap_in_background(void* block, std::size_t bytes, std::size_t alignment) noexcept;
 
 // Starts the thread now if it is not running yet (where maps_memory), so that the first block
 // handed over does not pay for that (about 150-250 µs, measured), perhaps under a lock that
-// timers wait for: each scheduled_thread_pool calls it as it starts its workers.
+// timers wait for: each delayed_work_queue calls it as it is constructed.
 void start_unmapping_thread() noexcept;
 
 // Where maps_memory: shrinks `block` (from map_memory(old_bytes, alignment) or remap_memory()) to
@@ -36,6 +38,10 @@ void unmap_tail_in_background(void* block,
                               std::size_t old_bytes,
                               std::size_t new_bytes,
                               std::size_t alignment) noexcept;
+
+// Whether nothing waits for the thread and it is not unmapping anything (for tests: what it has
+// unmapped so far is then counted).
+bool unmapping_thread_idle() noexcept;
 
 // How many blocks the thread has unmapped so far (for tests and diagnostics).
 std::size_t blocks_unmapped_in_background() noexcept;

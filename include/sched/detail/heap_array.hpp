@@ -25,7 +25,8 @@ namespace sched::detail {
 // Large arrays are mapped from the system and, where it can (remaps_memory), resized in place
 // there: growing moves no entry and faults no page in (each page faults in as entries first
 // reach it), and shrinking hands the pages past the new end to the unmapping thread
-// (background_unmap.hpp): unmapping them here held the lock about 30 µs a step (below). As entries
+// (background_unmap.hpp; unless 1 MB already waits for it, or for a bulk removal's larger
+// tail): unmapping them here held the lock about 30 µs a step (below). As entries
 // leave one by one, such an array shrinks to twice what they need as soon as it holds a step
 // (release_step) more than that, or when three quarters of it are empty: so a shrink gives back at
 // most about a step. Elsewhere a resize copies the entries into a new block, and the array halves
@@ -41,8 +42,8 @@ public:
     // Capacity below which the array never shrinks.
     static constexpr std::size_t min_capacity = 64;
     // How many bytes a mapped array resized in place gives back at a time as entries leave one
-    // by one, at most: a few tens of microseconds' work for the unmapping thread, once per half
-    // as many removed.
+    // by one, at most: a few tens of microseconds' work for the unmapping thread (or, if it is
+    // behind, for the owner), once per half as many removed.
     static constexpr std::size_t release_step = std::size_t(256) * 1024;
 
     heap_array() noexcept = default;

@@ -39,7 +39,8 @@ void* map_memory(std::size_t bytes, std::size_t alignment);
 void unmap_memory(void* block, std::size_t bytes, std::size_t alignment) noexcept;
 
 // Where remaps_memory: resizes `block`, which map_memory(old_bytes, alignment) or this returned
-// (or either, for more bytes, with its whole pages past old_bytes unmapped since), to `new_bytes`,
+// (or either, for more bytes, with its whole pages past old_bytes unmapped since or handed to
+// unmap_tail_in_background(): while they are still mapped, a growth moves it), to `new_bytes`,
 // keeping its contents up to the smaller size without copying them: in place to shrink (the pages
 // past the new end go back to the system), and to grow in place or by moving its pages. Returns the
 // block (perhaps moved), or null if it could not (out of memory, an alignment beyond a page, or not

@@ -17,7 +17,8 @@ namespace sched::detail {
 // then takes no lock, with a small handler or a coroutine's. A block may be freed on any thread;
 // it joins that thread's cache, whose older half goes back to the spans once it is full, and a
 // span whose blocks are all back goes back to the system (one empty span per class is kept),
-// unmapped by a background thread rather than the freeing one (see background_unmap.hpp).
+// unmapped by a background thread rather than the freeing one, unless that thread is behind (see
+// background_unmap.hpp).
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned to 16 bytes if its size is a
 // multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits (the

@@ -3,6 +3,7 @@
 
 #include <sched/delayed_work_queue.hpp>
 
+#include <sched/detail/background_unmap.hpp>
 #include <sched/detail/spin_wait.hpp>
 #include <sched/detail/timed_wait.hpp>
 
@@ -30,6 +31,9 @@ basic_delayed_work_queue<Clock>::basic_delayed_work_queue()
               return {};
       }())
 {
+    // Its heap array hands the pages it gives back to that thread, under the lock: not the first
+    // time at the cost of starting it.
+    detail::start_unmapping_thread();
     if constexpr (detail::notifying_clock<Clock>)
         Clock::add_listener(waker_);
 }

@@ -4,7 +4,6 @@
 #include <sched/error.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
-#include <sched/detail/background_unmap.hpp>
 #include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/timer_slack.hpp>
@@ -67,7 +66,6 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
         throw std::invalid_argument("scheduled_thread_pool: negative far_tier_horizon");
     queue_.set_far_tier(detail::saturating_cast<duration>(options_.far_tier_horizon),
                         detail::far_shards());
-    detail::start_unmapping_thread(); // not on a timer's path later
     workers_.reserve(options_.threads);
     live_workers_.store(options_.threads);
     try
