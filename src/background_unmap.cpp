@@ -62,13 +62,16 @@ struct unmapper
 
 constinit unmapper background{};
 
-void unmap_all(pending_block* taken) noexcept
+// Returns how many blocks it unmapped.
+std::size_t unmap_all(pending_block* taken) noexcept
 {
-    while (pending_block* b = taken)
+    std::size_t count = 0;
+    for (; pending_block* b = taken; ++count)
     {
         taken = b->next;
         unmap_memory(b, b->bytes, b->alignment);
     }
+    return count;
 }
 
 void* run(void*)
@@ -98,11 +101,7 @@ void* run(void*)
             continue;
         }
         background.mutex.unlock();
-        std::size_t count = 0;
-        for (pending_block* b = taken; b; b = b->next)
-            ++count;
-        unmap_all(taken);
-        background.unmapped.fetch_add(count, std::memory_order_relaxed);
+        background.unmapped.fetch_add(unmap_all(taken), std::memory_order_relaxed);
     }
 }
 
@@ -159,7 +158,7 @@ void unlock_in_parent() noexcept
 // of a process with threads: there, the child unmaps at once.
 void unlock_in_child() noexcept
 {
-    unmap_all(std::exchange(background.pending, nullptr));
+    (void)unmap_all(std::exchange(background.pending, nullptr));
     background.pending_bytes = 0;
     if (under_thread_sanitizer)
         background.state = thread_state::ended;

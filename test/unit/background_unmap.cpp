@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,8 +72,8 @@ bool all_unmapped(const std::vector<void*>& blocks, std::size_t bytes)
     return true;
 }
 
-// Whether this process has a thread named `name` (Linux's /proc/self/task/*/comm).
-bool has_thread_named(const std::string& name)
+// The id of this process's thread named `name` (Linux's /proc/self/task/*/comm), if any.
+std::optional<pid_t> thread_named(const std::string& name)
 {
     std::error_code error;
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error))
@@ -80,9 +81,14 @@ bool has_thread_named(const std::string& name)
         std::ifstream comm(task.path() / "comm");
         std::string line;
         if (std::getline(comm, line) && line == name)
-            return true;
+            return std::stoi(task.path().filename().string());
     }
-    return false;
+    return std::nullopt;
+}
+
+bool has_thread_named(const std::string& name)
+{
+    return thread_named(name).has_value();
 }
 
 } // namespace
@@ -284,16 +290,8 @@ boost::test_tools::assertion_result several_cpus(boost::unit_test::test_unit_id)
 // The thread named `name`'s CPUs, if it is found.
 bool cpus_of_thread_named(const std::string& name, cpu_set_t& cpus)
 {
-    std::error_code error;
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", error))
-    {
-        std::ifstream comm(task.path() / "comm");
-        std::string line;
-        if (std::getline(comm, line) && line == name)
-            return sched_getaffinity(std::stoi(task.path().filename().string()), sizeof cpus,
-                                     &cpus) == 0;
-    }
-    return false;
+    const std::optional<pid_t> thread = thread_named(name);
+    return thread && sched_getaffinity(*thread, sizeof cpus, &cpus) == 0;
 }
 
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *

@@ -59,6 +59,28 @@ void* allocate_and_fill(std::size_t size)
     return block;
 }
 
+// `count` blocks of `size` bytes, allocated (and filled) on a thread that then ends, so that none
+// is left in its cache.
+std::vector<void*> allocate_on_new_thread(std::size_t size, std::size_t count)
+{
+    return on_new_thread([=] {
+        std::vector<void*> allocated(count);
+        for (void*& block : allocated)
+            block = allocate_and_fill(size);
+        return allocated;
+    });
+}
+
+// Frees `blocks` on a thread that then ends, so that none is left in its cache.
+void free_on_new_thread(const std::vector<void*>& blocks, std::size_t size)
+{
+    on_new_thread([&] {
+        for (void* block : blocks)
+            recycled_deallocate(block, size);
+        return 0;
+    });
+}
+
 const std::vector<std::size_t> recycled_sizes{8, 56, 232, 256, 257, 296, 700, max_recycled_size};
 
 } // namespace
@@ -199,18 +221,9 @@ BOOST_AUTO_TEST_CASE(memory_freed_on_another_thread_goes_back_to_the_system)
     constexpr std::size_t size = 56;
     constexpr std::size_t count = (std::size_t(64) << 20) / size;
     const std::int64_t before = sched::test::resident_bytes();
-    std::vector<void*> blocks = on_new_thread([] {
-        std::vector<void*> allocated(count);
-        for (void*& block : allocated)
-            block = allocate_and_fill(size);
-        return allocated;
-    });
+    std::vector<void*> blocks = allocate_on_new_thread(size, count);
     const std::int64_t peak = sched::test::resident_bytes();
-    on_new_thread([&blocks] {
-        for (void* block : blocks)
-            recycled_deallocate(block, size);
-        return 0;
-    });
+    free_on_new_thread(blocks, size);
     blocks = std::vector<void*>();
     BOOST_TEST_REQUIRE(peak - before >= std::int64_t(count * size));
     // The spans are unmapped on the unmapping thread, soon after.
@@ -233,17 +246,8 @@ BOOST_AUTO_TEST_CASE(spans_a_thread_empties_are_unmapped_by_the_unmapping_thread
     // What the thread had before is counted (it is idle), so the count below is this test's.
     BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
     const std::size_t before = sched::detail::blocks_unmapped_in_background();
-    std::vector<void*> blocks = on_new_thread([] {
-        std::vector<void*> allocated(count);
-        for (void*& block : allocated)
-            block = allocate_and_fill(size);
-        return allocated;
-    });
-    on_new_thread([&blocks] {
-        for (void* block : blocks)
-            recycled_deallocate(block, size);
-        return 0;
-    });
+    std::vector<void*> blocks = allocate_on_new_thread(size, count);
+    free_on_new_thread(blocks, size);
     // All but the class's spare, and two that blocks of other tests may share.
     BOOST_TEST(sched::test::eventually(
         [&] { return sched::detail::blocks_unmapped_in_background() - before >= spans - 3; }));
