@@ -216,7 +216,7 @@ public:
      *
      * The executor still accepts functions, which run whatever the policies say: they continue
      * work the pool accepted. The pool terminates once no task, executor function or tracked
-     * executor is left.
+     * executor is left, and not before this call has cancelled every task it drops.
      * @throws std::bad_alloc if there is no memory to drop the tasks: the pool is shut down all
      * the same, and they stay queued until it is called again.
      */
@@ -351,9 +351,6 @@ private:
     // As the pool shuts down (again, harmlessly): the pending count and the queue learn it, so
     // that the last step to idle can tell the queue is empty.
     void begin_closing() noexcept;
-    // If the pool is shut down and nothing is queued or pending, marks it idle and lets the
-    // workers go.
-    void stop_if_idle() noexcept;
     // Under the queue's lock, with nothing queued: marks the pool idle if it is shut down and
     // nothing is pending either. Returns the workers' stop source if it did, for the caller to
     // request once the lock is free (the pool may be gone by then); else one with no state.

@@ -32,6 +32,7 @@
 #include "support/counter.hpp"
 #include "support/counting_allocator.hpp"
 #include "support/error_log.hpp"
+#include "support/gate.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
 
@@ -40,6 +41,7 @@ namespace execution = boost::asio::execution;
 using namespace std::chrono_literals;
 using sched::test::counter;
 using sched::test::eventually;
+using sched::test::gate;
 
 namespace {
 
@@ -72,18 +74,6 @@ struct probe
     std::shared_ptr<int> token;
 
     void operator()() const { calls->increment(); }
-};
-
-// Blocks the threads that wait on it until opened.
-class gate
-{
-public:
-    void open() { opened_.set_value(); }
-    void wait() const { (void)opened_future_.wait_for(60s); }
-
-private:
-    std::promise<void> opened_;
-    std::shared_future<void> opened_future_ = opened_.get_future().share();
 };
 
 // What the after_execute hook saw: the errors it was given (null ones are not kept).

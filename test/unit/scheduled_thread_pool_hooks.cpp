@@ -22,12 +22,14 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/gate.hpp"
 #include "support/pool_fixture.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
 using sched::test::counter;
 using sched::test::error_log;
+using sched::test::gate;
 using sched::test::manual_future;
 using sched::test::manual_pool;
 using sched::test::what_of;
@@ -189,6 +191,42 @@ BOOST_AUTO_TEST_CASE(a_task_run_by_the_caller_runs_policy_calls_no_execute_hook)
                boost::test_tools::per_element());
 }
 
+// scheduled_future.hpp, cancel(): "A queued task will not run". Nor does one that a worker has
+// taken but not begun to run: cancelled while the before_execute hook runs (as Java's
+// FutureTask.run checks its state after beforeExecute), its body never runs, and after_execute
+// still follows before_execute.
+BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
+                       a_task_cancelled_while_before_execute_runs_does_not_run,
+                       boost::unit_test::data::make({false, true}),
+                       periodic)
+{
+    counter in_hook;
+    gate leave_hook;
+    counter after;
+    sched::pool_options options = single_worker();
+    options.before_execute = [&] {
+        in_hook.increment();
+        leave_hook.wait();
+    };
+    options.after_execute = [&](std::exception_ptr) {
+        after.increment();
+    };
+    manual_pool pool(options);
+    std::atomic<int> runs{0};
+    manual_future<void> f = periodic ? pool.schedule_at_fixed_rate(0s, 1s, [&] { ++runs; })
+                                     : pool.schedule(0s, [&] { ++runs; });
+    BOOST_TEST_REQUIRE(in_hook.wait_for_at_least(1));
+    BOOST_TEST(f.cancel());
+    leave_hook.open();
+    BOOST_TEST_REQUIRE(after.wait_for_at_least(1));
+    pool.shutdown();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
+    BOOST_TEST(runs.load() == 0);
+    BOOST_TEST(f.is_cancelled());
+    BOOST_TEST(in_hook.value() == 1);
+    BOOST_TEST(after.value() == 1);
+}
+
 // pool_options.hpp: with execute_existing_delayed_tasks_after_shutdown false, shutdown() "drops
 // every one not yet taken by a worker, due or not, execute()'s too". The one worker is busy, so
 // the tasks due now are queued, not taken; with the policy true, they all run.
@@ -200,13 +238,7 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
     sched::pool_options options = single_worker();
     options.execute_existing_delayed_tasks_after_shutdown = execute_delayed;
     manual_pool pool(options);
-    std::promise<void> release;
-    counter started;
-    auto busy = pool.submit([&started, released = release.get_future().share()] {
-        started.increment();
-        (void)released.wait_for(60s);
-    });
-    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    sched::test::occupied_worker busy(pool);
 
     counter ran;
     pool.execute([&] { ran.increment(); });
@@ -220,8 +252,8 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
     BOOST_TEST(pool.queue().size() == (execute_delayed ? 4u : 0u)); // dropped by shutdown()
     BOOST_TEST(submitted.is_cancelled() == !execute_delayed);
     BOOST_TEST(fell_due.is_cancelled() == !execute_delayed);
-    release.set_value();
-    BOOST_TEST_REQUIRE(completes(busy));
+    busy.release();
+    BOOST_TEST_REQUIRE(completes(busy.task()));
     BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(ran.value() == (execute_delayed ? 4 : 0));
 }

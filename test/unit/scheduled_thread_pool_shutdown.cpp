@@ -22,6 +22,7 @@
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
+#include "support/gate.hpp"
 #include "support/hook_clock.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
@@ -32,6 +33,7 @@ using sched::manual_clock;
 using sched::test::counter;
 using sched::test::error_log;
 using sched::test::eventually;
+using sched::test::gate;
 using sched::test::manual_future;
 using sched::test::manual_pool;
 
@@ -525,6 +527,56 @@ BOOST_AUTO_TEST_CASE(a_stop_callback_may_shut_the_pool_down_again_inside_shutdow
     BOOST_TEST(shut_down_again);
     BOOST_TEST(running.get() == 1);
     BOOST_TEST(pool.await_termination(60s));
+}
+
+// Java's shutdown cancels what it drops before the pool may terminate. Here a callable dropped by
+// shutdown() on another thread blocks as it is destroyed, with the other dropped task not yet
+// cancelled; the worker's last task ends meanwhile. The pool does not terminate until shutdown()
+// has dealt with every task it dropped (once it has, a waiter may destroy the pool at once).
+BOOST_AUTO_TEST_CASE(the_pool_terminates_only_once_shutdown_has_cancelled_what_it_dropped,
+                     *boost::unit_test::timeout(60))
+{
+    struct blocks_as_it_goes
+    {
+        counter* going;
+        const gate* go_on;
+        bool owner = true;
+
+        blocks_as_it_goes(counter* c, const gate* g) : going(c), go_on(g) {}
+        blocks_as_it_goes(blocks_as_it_goes&& other) noexcept
+            : going(other.going), go_on(other.go_on)
+        {
+            other.owner = false;
+        }
+        ~blocks_as_it_goes()
+        {
+            if (owner)
+            {
+                going->increment();
+                go_on->wait();
+            }
+        }
+        void operator()() const {}
+    };
+    sched::pool_options options = single_worker();
+    options.execute_existing_delayed_tasks_after_shutdown = false;
+    manual_pool pool(options);
+    sched::test::occupied_worker running(pool);
+    gate go_on;
+    counter going;
+    auto first = pool.schedule(1h, blocks_as_it_goes(&going, &go_on));
+    auto second = pool.schedule(2h, blocks_as_it_goes(&going, &go_on));
+    auto shutting_down = std::async(std::launch::async, [&] { pool.shutdown(); });
+    BOOST_TEST_REQUIRE(going.wait_for_at_least(1)); // inside shutdown(), one drop left to do
+    BOOST_TEST(first.is_done() != second.is_done());
+    running.release();
+    running.task().get();
+    BOOST_TEST(!pool.await_termination(200ms));
+    go_on.open();
+    shutting_down.get();
+    BOOST_TEST(pool.await_termination(60s));
+    BOOST_TEST(first.is_cancelled());
+    BOOST_TEST(second.is_cancelled());
 }
 
 BOOST_AUTO_TEST_CASE(await_termination_with_a_timeout_reports_a_live_pool)

@@ -52,10 +52,13 @@ struct pool_access
                                 const void* context) noexcept
     {
         std::exception_ptr failure; // out of memory: what could not be taken stays queued
+        // Counted until they are ended: they may be a shut-down pool's last tasks, and it
+        // terminates only after.
+        pool.take_pending();
         for (auto& t : pool.take_queued(
                  [context](const task<Clock>& t) { return t.context() == context; }, failure))
             pool.retire_cancelled(std::move(t));
-        pool.stop_if_idle(); // they may have been a shut-down pool's last tasks
+        pool.finish_pending();
         return !failure;
     }
 

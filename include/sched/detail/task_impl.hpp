@@ -246,6 +246,10 @@ public:
 
     run_outcome run(std::stop_token runner_stop) noexcept override
     {
+        // Cancelled after its runner took it (during the pool's before_execute hook, say): it does
+        // not run, as Java's FutureTask.run checks.
+        if (this->state() != future_state::pending)
+            return {};
         // The body is destroyed before the outcome is stored in its place.
         try
         {
