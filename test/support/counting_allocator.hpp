@@ -7,23 +7,35 @@
 
 namespace sched::test {
 
-// What a counting_allocator saw: allocations made, and bytes still allocated.
+// What a counting_allocator saw: allocations made, bytes still allocated, and the most blocks
+// that were out at once.
 class allocation_log
 {
 public:
     long allocations() const noexcept { return allocations_.load(); }
     long live() const noexcept { return live_.load(); }
+    long most_blocks_out() const noexcept { return most_blocks_out_.load(); }
 
     void allocated(std::size_t bytes) noexcept
     {
         ++allocations_;
         live_ += static_cast<long>(bytes);
+        const long out = ++blocks_out_;
+        long most = most_blocks_out_.load();
+        while (out > most && !most_blocks_out_.compare_exchange_weak(most, out))
+        {}
     }
-    void deallocated(std::size_t bytes) noexcept { live_ -= static_cast<long>(bytes); }
+    void deallocated(std::size_t bytes) noexcept
+    {
+        live_ -= static_cast<long>(bytes);
+        --blocks_out_;
+    }
 
 private:
     std::atomic<long> allocations_{0};
     std::atomic<long> live_{0};
+    std::atomic<long> blocks_out_{0};
+    std::atomic<long> most_blocks_out_{0};
 };
 
 // An allocator that records its traffic in an allocation_log.

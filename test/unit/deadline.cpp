@@ -78,6 +78,24 @@ BOOST_FIXTURE_TEST_CASE(a_handlers_allocator_has_every_byte_back_before_it_runs,
     BOOST_TEST(log.live() == 0);
 }
 
+// A handler whose move is a copy (a lambda capturing a const shared_ptr) leaves nothing in the
+// deadline once it has run: the idle-timeout pattern, where the connection owns its deadline and
+// the handler owns the connection, would otherwise keep the connection alive until it re-arms.
+BOOST_FIXTURE_TEST_CASE(a_handler_that_ran_leaves_nothing_of_it_in_the_deadline, deadline_fixture)
+{
+    const auto owner = std::make_shared<int>(0);
+    {
+        const std::shared_ptr<int> captured = owner;
+        deadline.expires_after(1s);
+        deadline.async_wait([captured, this](error_code ec) { result = ec; });
+    }
+    BOOST_TEST(owner.use_count() == 2); // the armed wait's handler
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(owner.use_count() == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last_expiry,
                         deadline_fixture)
 {

@@ -379,8 +379,9 @@ BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_be
     BOOST_TEST(log.live() == 0);
 }
 
-// The same for a handler bound to the pool's executor: the completion that hops there is a
-// function in memory from the handler's allocator, given back before the handler runs.
+// The same for a handler bound to the pool's executor: the completion that hops there takes its
+// memory from the recycler, so the handler's allocator has one block out at most (the node), as
+// with Asio's own operations: an arena of one slot serves it.
 BOOST_FIXTURE_TEST_CASE(a_handler_bound_to_the_pool_has_its_allocators_memory_back_as_it_runs,
                         scheduler_fixture)
 {
@@ -397,7 +398,33 @@ BOOST_FIXTURE_TEST_CASE(a_handler_bound_to_the_pool_has_its_allocators_memory_ba
         return live_in_handler.load() != -1;
     }));
     BOOST_TEST(live_in_handler.load() == 0);
-    BOOST_TEST(log.allocations() >= 2); // the operation's node, then the hop
+    BOOST_TEST(log.allocations() == 1); // the operation's node
+    BOOST_TEST(log.most_blocks_out() == 1);
+}
+
+// The same through a strand of the io_context, for every kind of operation.
+BOOST_FIXTURE_TEST_CASE(a_handler_bound_to_a_strand_asks_its_allocator_for_one_block_at_a_time,
+                        scheduler_fixture)
+{
+    sched::test::allocation_log log;
+    const auto strand = boost::asio::make_strand(io);
+    const auto counted = [&](auto handler) {
+        return boost::asio::bind_executor(
+            strand, boost::asio::bind_allocator(sched::test::counting_allocator<void>(log),
+                                                std::move(handler)));
+    };
+    int invoked = 0;
+    scheduler.async_wait(1s, counted([&](error_code) { ++invoked; }));
+    manual_clock::advance(1s);
+    complete_one();
+    scheduler.async_schedule(
+        1s, [] { return 1; }, counted([&](std::exception_ptr, int) { ++invoked; }));
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST(invoked == 2);
+    BOOST_TEST(log.allocations() == 2); // each operation's node
+    BOOST_TEST(log.most_blocks_out() == 1);
+    BOOST_TEST(log.live() == 0);
 }
 
 BOOST_DATA_TEST_CASE_F(
@@ -728,6 +755,41 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_its_pending_handle
     BOOST_TEST(pool.queue().size() == 0u);
     manual_clock::advance(2h); // nothing left to fire into the dead context
     sched::test::pool_fixture::settle(pool);
+}
+
+// The same for handlers bound to another context (a strand of it, the pool's executor): they
+// belong to the operation's own I/O context, which destroys them unrun, as Asio's timers do,
+// rather than hand them to the other context with the shutdown error. The other context's run()
+// then returns, its work released.
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_handlers_bound_elsewhere_unrun)
+{
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    boost::asio::io_context other;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> watch = alive;
+    std::atomic<int> invoked{0};
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        const auto on_other = boost::asio::make_strand(other);
+        scheduler.async_wait(
+            1h, boost::asio::bind_executor(on_other, [&, alive](error_code) { ++invoked; }));
+        scheduler.async_schedule(
+            1h, [] { return 1; },
+            boost::asio::bind_executor(on_other,
+                                       [&, alive](std::exception_ptr, int) { ++invoked; }));
+        scheduler.async_wait(1h, boost::asio::bind_executor(pool.get_executor(),
+                                                            [&, alive](error_code) { ++invoked; }));
+        alive.reset();
+        BOOST_TEST(pool.queue().size() == 3u);
+    } // the io_context goes first, with the operations pending
+    BOOST_TEST(pool.queue().size() == 0u);
+    BOOST_TEST(other.run_for(std::chrono::minutes(1)) == 0u);
+    BOOST_TEST(other.stopped()); // no work left behind on it
+    sched::test::pool_fixture::settle(pool);
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(invoked.load() == 0);
 }
 
 // Out of memory, the io_context's shutdown cannot take its operations out of the queue at once

@@ -386,8 +386,6 @@ public:
     }
 
 private:
-    using handler_allocator = boost::asio::associated_allocator_t<Handler>;
-
     template <class H>
     static allocator_type allocator_for(const H& handler) noexcept
     {
@@ -399,19 +397,17 @@ private:
     }
 
     // The node on its way to the handler's executor; destroyed unrun (its executor's context is
-    // gone), it destroys the handler without invoking it, as Asio does.
+    // gone), it destroys the handler without invoking it, as Asio does. Where the executor
+    // allocates for it, the memory is the recycler's: the handler's allocator has the node out
+    // until the handler runs, and one that serves a block at a time (an arena of one slot, which
+    // Asio's own operations never ask for a second) must not be asked for another meanwhile.
     class completion
     {
     public:
-        // The handler's allocator, or the recycler by default.
-        using allocator_type = decltype(node_allocator(std::declval<handler_allocator>()));
+        using allocator_type = recycling_allocator<void>;
 
-        explicit completion(async_task* t) noexcept
-            : t_(t), alloc_(node_allocator(boost::asio::get_associated_allocator(*t->handler_)))
-        {}
-        completion(completion&& other) noexcept
-            : t_(std::exchange(other.t_, nullptr)), alloc_(other.alloc_)
-        {}
+        explicit completion(async_task* t) noexcept : t_(t) {}
+        completion(completion&& other) noexcept : t_(std::exchange(other.t_, nullptr)) {}
         completion& operator=(completion&&) = delete;
         ~completion()
         {
@@ -419,13 +415,12 @@ private:
                 t_->abandon();
         }
 
-        allocator_type get_allocator() const noexcept { return alloc_; }
+        allocator_type get_allocator() const noexcept { return {}; }
 
         void operator()() { std::exchange(t_, nullptr)->complete(); }
 
     private:
         async_task* t_;
-        allocator_type alloc_;
     };
 
     // Marks, on this thread, the node whose bound tick run() is posting: a bound_tick of it
@@ -667,6 +662,14 @@ private:
             this->add_ref();
         // Once posted, the node may be freed on another thread at any moment.
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
+        if (counted && counted->closing_down())
+        {
+            // Its I/O context is being destroyed: the handler goes with it unrun, as Asio's do,
+            // even one bound to an executor of another context.
+            abandon();
+            counted->finished();
+            return;
+        }
         // On a thread of the scheduler's io_context, it joins a batch there, with its count.
         if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
             return;
@@ -715,6 +718,9 @@ private:
         // The work's result or the handler cannot be moved: the handler goes unrun.
         auto args = or_abandon([this] { return outcome(); });
         Handler handler = or_abandon([this] { return Handler(std::move(*handler_)); });
+        // What was moved from goes now, not when a deadline that keeps the node next arms: a
+        // handler whose move is a copy (a const capture) may own the deadline's owner.
+        handler_.reset();
         {
             // Released before the handler runs, while this completion keeps its context
             // running: a handler may let its owner destroy the I/O context at once (use_future's
