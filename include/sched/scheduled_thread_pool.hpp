@@ -216,7 +216,7 @@ public:
      *
      * The executor still accepts functions, which run whatever the policies say: they continue
      * work the pool accepted. The pool terminates once no task, executor function or tracked
-     * executor is left, and not before this call has cancelled every task it drops.
+     * executor is left, and not before this call has returned.
      * @throws std::bad_alloc if there is no memory to drop the tasks: the pool is shut down all
      * the same, and they stay queued until it is called again.
      */
@@ -238,7 +238,8 @@ public:
     /// Whether shutdown() or shutdown_now() was called.
     bool is_shutdown() const noexcept;
 
-    /// Whether the pool is shut down and every worker has exited.
+    /// Whether the pool is shut down, every worker has exited and no shutdown() or shutdown_now()
+    /// call is under way (so that a waiter may then destroy the pool).
     bool is_terminated() const noexcept;
 
     /// Blocks until the pool has terminated.
@@ -351,10 +352,32 @@ private:
     // As the pool shuts down (again, harmlessly): the pending count and the queue learn it, so
     // that the last step to idle can tell the queue is empty.
     void begin_closing() noexcept;
+    // If the pool is shut down and nothing is queued or pending, marks it idle and lets the
+    // workers go.
+    void stop_if_idle() noexcept;
     // Under the queue's lock, with nothing queued: marks the pool idle if it is shut down and
     // nothing is pending either. Returns the workers' stop source if it did, for the caller to
     // request once the lock is free (the pool may be gone by then); else one with no state.
     std::stop_source become_idle() noexcept;
+
+    // Keeps the pool from terminating while it lives: a shutdown call under way, which touches
+    // the pool until it returns (Java's tryTerminate waits for its mainLock likewise).
+    class termination_hold
+    {
+    public:
+        explicit termination_hold(basic_scheduled_thread_pool& pool) noexcept : pool_(pool)
+        {
+            pool_.termination_holds_.fetch_add(1);
+        }
+        termination_hold(const termination_hold&) = delete;
+        termination_hold& operator=(const termination_hold&) = delete;
+        ~termination_hold() { pool_.release_termination(); }
+
+    private:
+        basic_scheduled_thread_pool& pool_;
+    };
+    // A worker has exited, or a hold has gone: the last one marks the pool terminated.
+    void release_termination() noexcept;
 
     // Whether this thread is one of the pool's workers.
     bool runs_this_thread() const noexcept { return detail::this_thread_pool() == this; }
@@ -397,7 +420,9 @@ private:
     // drops it. Guarded by shutdown_mutex_.
     bool drop_owed_ = false;
     std::vector<std::thread> workers_;
-    std::atomic<std::size_t> live_workers_{0};
+    // Workers not yet exited, and shutdown calls under way (which may still touch the pool):
+    // the pool terminates when none is left.
+    std::atomic<std::size_t> termination_holds_{0};
     mutable std::mutex termination_mutex_;
     std::condition_variable terminated_cv_;
     bool terminated_ = false;                         // guarded by termination_mutex_

@@ -7,10 +7,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <exception>
 #include <future>
+#include <memory>
 #include <utility>
 
 #include "support/counter.hpp"
+#include "support/gate.hpp"
 #include "support/manual_clock_fixture.hpp"
 
 namespace sched::test {
@@ -26,12 +29,12 @@ class occupied_worker
 {
 public:
     explicit occupied_worker(manual_pool& pool)
-        : task_(pool.submit([this, released = released_.get_future().share()] {
-              started_.increment();
-              (void)released.wait_for(std::chrono::seconds(60)); // only its own copy from here
+        : task_(pool.submit([started = started_, released = released_.get_future().share()] {
+              started->increment();
+              (void)released.wait_for(std::chrono::seconds(60));
           }))
     {
-        BOOST_TEST_REQUIRE(started_.wait_for_at_least(1));
+        BOOST_TEST_REQUIRE(started_->wait_for_at_least(1));
     }
     occupied_worker(const occupied_worker&) = delete;
     occupied_worker& operator=(const occupied_worker&) = delete;
@@ -49,8 +52,31 @@ public:
 private:
     std::promise<void> released_;
     bool released_once_ = false;
-    counter started_;
+    std::shared_ptr<counter> started_ = std::make_shared<counter>(); // the task's own copy too
     manual_future<void> task_;
+};
+
+// A one-worker pool's hooks: before_execute, once entered, blocks until leave is opened;
+// after_execute counts its calls.
+struct blocking_hooks
+{
+    counter entered;
+    gate leave;
+    counter after;
+
+    pool_options options()
+    {
+        pool_options o;
+        o.threads = 1;
+        o.before_execute = [this] {
+            entered.increment();
+            leave.wait();
+        };
+        o.after_execute = [this](std::exception_ptr) {
+            after.increment();
+        };
+        return o;
+    }
 };
 
 struct pool_fixture : manual_clock_fixture

@@ -320,6 +320,51 @@ BOOST_AUTO_TEST_CASE(the_execute_hooks_run_on_the_io_context_thread_for_its_wait
     BOOST_TEST(elsewhere == 0u);
 }
 
+// A pool's hook may run the io_context (poll() it) on the thread where that pool's alarm runs
+// the waits it took: another pool's alarm, ready by then, runs there inside it. The handlers of
+// the waits either alarm took all run, once each (the first alarm's collecting goes on after).
+BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_took,
+                     *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    const std::thread::id io_thread = std::this_thread::get_id();
+    const clock_type::time_point start = clock_type::now();
+    const clock_type::time_point due = start + 100ms;
+    const clock_type::time_point other_due = due + 5ms;
+    int io_hooks = 0; // on the io_context's thread only
+    sched::pool_options polling;
+    polling.threads = 1;
+    polling.before_execute = [&] {
+        // Before the second wait: the first one's handler is collected, not yet run.
+        if (std::this_thread::get_id() == io_thread && ++io_hooks == 2)
+        {
+            std::this_thread::sleep_until(other_due + 20ms); // the other alarm is ready
+            io.poll();
+        }
+    };
+    sched::scheduled_thread_pool pool(polling);
+    sched::scheduled_thread_pool other_pool(1);
+    worker_taken taken(pool);
+    worker_taken other_taken(other_pool);
+    sched::scheduler scheduler(io, pool);
+    sched::scheduler other_scheduler(io, other_pool);
+    std::vector<std::string> ran;
+    const auto record = [&](const char* name) {
+        return [&ran, name](error_code ec) {
+            ran.push_back(ec ? "error" : name);
+        };
+    };
+    scheduler.async_wait(due, record("first"));
+    scheduler.async_wait(due, record("second"));
+    other_scheduler.async_wait(other_due, record("other"));
+    io.run_for(60s);
+    BOOST_TEST(io.stopped());
+    BOOST_TEST((clock_type::now() - start < 30s));
+    BOOST_TEST(io_hooks == 2);
+    BOOST_TEST(ran == (std::vector<std::string>{"other", "first", "second"}),
+               boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(ticks_bound_to_the_io_context_run_while_every_worker_is_busy,
                         busy_pool_fixture,
                         *boost::unit_test::timeout(120))

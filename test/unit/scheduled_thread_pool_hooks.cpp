@@ -22,14 +22,12 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
-#include "support/gate.hpp"
 #include "support/pool_fixture.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
 using sched::test::counter;
 using sched::test::error_log;
-using sched::test::gate;
 using sched::test::manual_future;
 using sched::test::manual_pool;
 using sched::test::what_of;
@@ -200,31 +198,21 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
                        boost::unit_test::data::make({false, true}),
                        periodic)
 {
-    counter in_hook;
-    gate leave_hook;
-    counter after;
-    sched::pool_options options = single_worker();
-    options.before_execute = [&] {
-        in_hook.increment();
-        leave_hook.wait();
-    };
-    options.after_execute = [&](std::exception_ptr) {
-        after.increment();
-    };
-    manual_pool pool(options);
+    sched::test::blocking_hooks hooks;
+    manual_pool pool(hooks.options());
     std::atomic<int> runs{0};
     manual_future<void> f = periodic ? pool.schedule_at_fixed_rate(0s, 1s, [&] { ++runs; })
                                      : pool.schedule(0s, [&] { ++runs; });
-    BOOST_TEST_REQUIRE(in_hook.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(hooks.entered.wait_for_at_least(1));
     BOOST_TEST(f.cancel());
-    leave_hook.open();
-    BOOST_TEST_REQUIRE(after.wait_for_at_least(1));
+    hooks.leave.open();
+    BOOST_TEST_REQUIRE(hooks.after.wait_for_at_least(1));
     pool.shutdown();
     BOOST_TEST_REQUIRE(pool.await_termination(60s));
     BOOST_TEST(runs.load() == 0);
     BOOST_TEST(f.is_cancelled());
-    BOOST_TEST(in_hook.value() == 1);
-    BOOST_TEST(after.value() == 1);
+    BOOST_TEST(hooks.entered.value() == 1);
+    BOOST_TEST(hooks.after.value() == 1);
 }
 
 // pool_options.hpp: with execute_existing_delayed_tasks_after_shutdown false, shutdown() "drops

@@ -792,6 +792,30 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_first_destroys_handlers_bound_els
     BOOST_TEST(invoked.load() == 0);
 }
 
+// ... and such a handler is destroyed where the context's own are, as the context goes, not
+// inside the pool's bookkeeping: one that holds the pool's last reference destroys the pool then.
+BOOST_AUTO_TEST_CASE(a_handler_holding_the_pool_goes_with_the_io_context_destroyed_first,
+                     *boost::unit_test::timeout(60))
+{
+    sched::test::manual_clock_fixture time;
+    auto pool = std::make_shared<manual_pool>(1);
+    const std::weak_ptr<manual_pool> watch = pool;
+    boost::asio::io_context other;
+    bool invoked = false;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, *pool);
+        scheduler.async_wait(1h, boost::asio::bind_executor(
+                                     boost::asio::make_strand(other),
+                                     [&invoked, keep = pool](error_code) { invoked = true; }));
+        pool.reset(); // the handler holds the pool's last reference
+        BOOST_TEST(!watch.expired());
+    } // the io_context goes first, and the handler with it, and the pool with the handler
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(other.run_for(std::chrono::minutes(1)) == 0u);
+    BOOST_TEST(!invoked);
+}
+
 // Out of memory, the io_context's shutdown cannot take its operations out of the queue at once
 // (it makes room for every queued task first): it tries again, rather than wait for them to fall
 // due.

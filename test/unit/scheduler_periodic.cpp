@@ -209,6 +209,29 @@ BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_rem
     BOOST_TEST(keeping.queue().empty());
 }
 
+// No tick starts after a cancel: one that comes while the pool's before_execute hook runs for the
+// tick a worker has taken prevents it (as for a task), and after_execute still ends the run.
+BOOST_FIXTURE_TEST_CASE(a_tick_cancelled_while_before_execute_runs_does_not_run,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    sched::test::blocking_hooks hooks;
+    sched::test::manual_pool hooked(hooks.options());
+    sched::test::manual_scheduler on_hooked(io, hooked);
+    boost::asio::cancellation_signal signal;
+    std::atomic<int> ticks{0};
+    on_hooked.async_schedule_at_fixed_rate(
+        0s, 1s, [&] { ++ticks; }, boost::asio::bind_cancellation_slot(signal.slot(), on_end()));
+    BOOST_TEST_REQUIRE(hooks.entered.wait_for_at_least(1));
+    signal.emit(cancellation_type::partial);
+    hooks.leave.open();
+    BOOST_TEST_REQUIRE(hooks.after.wait_for_at_least(1));
+    complete_one();
+    BOOST_TEST(ticks.load() == 0);
+    BOOST_TEST(ticks_at_end.value_or(99) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there, periodic_fixture)
 {
     boost::asio::io_context ticks_io;

@@ -484,8 +484,7 @@ private:
                 t->service_->started();
                 t->counted_ = true;
             }
-            // Cancelled on its way here: it does not tick, as a worker would not.
-            std::exception_ptr e = t->is_done() ? nullptr : t->tick(std::stop_token());
+            std::exception_ptr e = t->tick(std::stop_token()); // none if cancelled on its way
             const std::shared_ptr<owner_link<Clock>> link = t->link_; // as in the destructor
             link->finish_run(*t, std::move(e));
         }
@@ -610,6 +609,8 @@ private:
     // (the operation ends with it if its failure policy says so).
     std::exception_ptr tick(const std::stop_token& runner_stop) noexcept
     {
+        if (this->is_done())
+            return nullptr; // cancelled after its runner took it: no tick starts after a cancel
         std::optional<tick_type> tick = std::exchange(planned_, std::nullopt);
         if (!tick)
             tick = schedule_->begin(this->due_time(), Clock::now());
@@ -662,21 +663,17 @@ private:
             this->add_ref();
         // Once posted, the node may be freed on another thread at any moment.
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
-        if (counted && counted->closing_down())
-        {
-            // Its I/O context is being destroyed: the handler goes with it unrun, as Asio's do,
-            // even one bound to an executor of another context.
-            abandon();
-            counted->finished();
-            return;
-        }
         // On a thread of the scheduler's io_context, it joins a batch there, with its count.
         if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
             return;
         try
         {
-            if (handler_work_.on_io())
-                handler_work_.post(completion(this));
+            // Its I/O context being destroyed (a tick away there, counted no more, may be
+            // destroyed unrun by it), the completion goes there whatever the handler's executor:
+            // the context destroys it unrun with its other handlers, as Asio's timers' are, on
+            // the thread that destroys it and outside the pool's locks.
+            if (handler_work_.on_io() || service_->closing_down())
+                handler_work_.post_to_io(completion(this));
             else
             {
                 // Kept until the completion is posted, then let go of (see take_io_work()).

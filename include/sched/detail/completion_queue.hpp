@@ -51,6 +51,13 @@ private:
 template <class Counter>
 class completion_queue
 {
+    // The queue collecting this thread's completions in run_here(), and what it collected.
+    struct collecting
+    {
+        completion_queue* queue;
+        queued_completion* newest;
+    };
+
 public:
     // Handlers one runner invokes before it lets the io_context run something else.
     static constexpr std::size_t share = 1024;
@@ -81,20 +88,21 @@ public:
     // Calls `f()` on a thread running `io`, inside one of its handlers, and then invokes there
     // the completions that `f` pushed, oldest first, as a runner would: they need no runner of
     // their own (an io_alarm's wake-up: the handlers of the waits it took run where it woke).
+    // Nests: `f` may run `io` (a pool's hook that polls it), and so another run_here().
     template <class F>
     void run_here(boost::asio::io_context& io, F f)
     {
-        here_ = {this, nullptr};
+        const collecting outer = std::exchange(here_, {this, nullptr});
         try
         {
             f();
         }
         catch (...)
         {
-            run_batch(io, take_here());
+            run_batch(io, take_here(outer));
             throw;
         }
-        run_batch(io, take_here());
+        run_batch(io, take_here(outer));
     }
 
     // Destroys every completion left unrun: their io_context is shutting down, and nothing runs
@@ -159,10 +167,11 @@ private:
         }
     }
 
-    // What run_here() collected, oldest first, letting go of the counts they hold.
-    queued_completion* take_here() noexcept
+    // What run_here() collected, oldest first, letting go of the counts they hold; the collecting
+    // of a run_here() it is nested in goes on.
+    queued_completion* take_here(collecting outer) noexcept
     {
-        queued_completion* newest_first = std::exchange(here_, {}).newest;
+        queued_completion* newest_first = std::exchange(here_, outer).newest;
         return oldest_first(newest_first);
     }
 
@@ -242,12 +251,6 @@ private:
         }
     }
 
-    // The queue collecting this thread's completions in run_here(), and what it collected.
-    struct collecting
-    {
-        completion_queue* queue;
-        queued_completion* newest;
-    };
     static inline thread_local collecting here_{nullptr, nullptr};
 
     Counter& counter_;

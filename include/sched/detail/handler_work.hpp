@@ -172,12 +172,27 @@ public:
         }
     }
 
-    // Submits `f` to run through the handler's executor, never on this thread now (Asio's post):
-    // `f` names the handler's allocator as its own.
+    // Submits `f` to run through the handler's executor, never on this thread now (Asio's post).
     template <class Function>
     void post(Function&& f) const
     {
         handler_.post(std::forward<Function>(f));
+    }
+
+    // Submits `f` through the I/O executor instead, whatever executor the handler has: its
+    // context, being destroyed, destroys `f` unrun with its other handlers.
+    template <class Function>
+    void post_to_io(Function&& f) const
+    {
+        if constexpr (has_own_executor<Handler>)
+        {
+            if (io_)
+            {
+                io_->post(std::forward<Function>(f));
+                return;
+            }
+        }
+        handler_.post(std::forward<Function>(f)); // the handler's executor is the I/O executor
     }
 
     // Whether the handler completes through the I/O executor itself.

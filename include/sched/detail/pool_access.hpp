@@ -51,14 +51,13 @@ struct pool_access
     static bool abandon_context(basic_scheduled_thread_pool<Clock>& pool,
                                 const void* context) noexcept
     {
+        // They may be a shut-down pool's last tasks: it terminates only once they are ended.
+        const typename basic_scheduled_thread_pool<Clock>::termination_hold hold(pool);
         std::exception_ptr failure; // out of memory: what could not be taken stays queued
-        // Counted until they are ended: they may be a shut-down pool's last tasks, and it
-        // terminates only after.
-        pool.take_pending();
         for (auto& t : pool.take_queued(
                  [context](const task<Clock>& t) { return t.context() == context; }, failure))
             pool.retire_cancelled(std::move(t));
-        pool.finish_pending();
+        pool.stop_if_idle();
         return !failure;
     }
 

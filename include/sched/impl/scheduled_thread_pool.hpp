@@ -67,7 +67,7 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     queue_.set_far_tier(detail::saturating_cast<duration>(options_.far_tier_horizon),
                         detail::far_shards());
     workers_.reserve(options_.threads);
-    live_workers_.store(options_.threads);
+    termination_holds_.store(options_.threads);
     try
     {
         for (std::size_t i = 0; i < options_.threads; ++i)
@@ -75,7 +75,7 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
     }
     catch (...)
     {
-        live_workers_.fetch_sub(options_.threads - workers_.size());
+        termination_holds_.fetch_sub(options_.threads - workers_.size());
         state_.store(run_state::stopped);
         stop_.request_stop();
         for (std::thread& worker : workers_)
@@ -182,6 +182,7 @@ void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::shutdown()
 {
+    const termination_hold hold(*this); // first: once it goes, the pool may go
     std::exception_ptr failure;
     std::vector<task_ptr> dropped;
     {
@@ -191,9 +192,6 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
             begin_closing();
         else if (expected != run_state::shutdown || !drop_owed_)
             return;
-        // Counted until they are cancelled, as Java drops them under its main lock: the pool does
-        // not terminate while its dropped tasks' futures still read pending.
-        take_pending();
         // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
         dropped = take_queued(
             [this](const task_type& t) {
@@ -206,8 +204,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     // shutdown) may shut the pool down again.
     for (task_ptr& t : dropped)
         retire_cancelled(std::move(t));
-    // If nothing is queued or running, the workers may go: the pool may be gone after this.
-    finish_pending();
+    stop_if_idle(); // if nothing is queued or running, the workers may go
     if (failure)
         std::rethrow_exception(failure);
 }
@@ -215,15 +212,14 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
 template <class Clock>
 auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_handle_type>
 {
+    const termination_hold hold(*this); // first: once it goes, the pool may go
     std::exception_ptr failure;
     std::vector<task_handle_type> never_ran;
     std::vector<task_ptr> taken;
-    std::stop_source stop = stop_; // a copy: the pool may be gone by the time it is used
     {
         std::lock_guard lock(shutdown_mutex_);
         state_.store(run_state::stopped);
         begin_closing();
-        take_pending(); // until what it took is dealt with: see shutdown()
         try
         {
             never_ran.reserve(room_for_queued()); // before any task leaves the queue
@@ -252,8 +248,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
         if (t)
             retire_cancelled(std::move(t));
     }
-    finish_pending();
-    stop.request_stop();
+    stop_.request_stop();
     if (failure)
         std::rethrow_exception(failure);
     return never_ran;
@@ -343,7 +338,7 @@ bool basic_scheduled_thread_pool<Clock>::queue_new(task_type& t, time_point due)
     {
         // Checked under the queue's lock (or its far tier's shard lock): a shutdown stores the
         // state before it drains the queue under every lock, and the pool goes idle only under
-        // every lock (finish_pending()), so either the task is found there (and the policies
+        // every lock (stop_if_idle()), so either the task is found there (and the policies
         // applied to it) or the shutdown is seen here. So is a cancel through an operation's slot,
         // which may come from another thread as it is queued: it finds the task queued, or the task
         // is not queued. Once queued, the task may run and be gone at any moment.
@@ -432,7 +427,13 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
             finish_pending();
     }
     detail::call_hook(options_.on_thread_stop, index);
-    if (live_workers_.fetch_sub(1) == 1)
+    release_termination();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::release_termination() noexcept
+{
+    if (termination_holds_.fetch_sub(1) == 1)
     {
         std::lock_guard lock(termination_mutex_);
         terminated_ = true;
@@ -713,6 +714,15 @@ void basic_scheduled_thread_pool<Clock>::finish_pending() noexcept
     // whoever empties the queue later sees it, and with nothing queued the pool goes idle there.
     std::stop_source idle = queue_.under_locks([this](bool empty) noexcept {
         pending_.fetch_sub(1);
+        return empty ? become_idle() : std::stop_source(std::nostopstate);
+    });
+    idle.request_stop();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::stop_if_idle() noexcept
+{
+    std::stop_source idle = queue_.under_locks([this](bool empty) noexcept {
         return empty ? become_idle() : std::stop_source(std::nostopstate);
     });
     idle.request_stop();
