@@ -114,7 +114,8 @@ struct pool_options
 
     /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's
     /// wait, and a tick bound to its io_context, on the io_context's thread that takes it (see
-    /// basic_scheduler). A task cancelled while it runs does not run (after_execute still does).
+    /// basic_scheduler). A task cancelled while this hook runs does not run (after_execute still
+    /// does).
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's

@@ -238,8 +238,9 @@ public:
     /// Whether shutdown() or shutdown_now() was called.
     bool is_shutdown() const noexcept;
 
-    /// Whether the pool is shut down, every worker has exited and no shutdown() or shutdown_now()
-    /// call is under way (so that a waiter may then destroy the pool).
+    /// Whether the pool is shut down and every worker has exited, the shutdown() and
+    /// shutdown_now() calls made until then having returned (so that a waiter may then destroy
+    /// the pool). Once true, it stays true.
     bool is_terminated() const noexcept;
 
     /// Blocks until the pool has terminated.

@@ -670,8 +670,7 @@ private:
         {
             // Its I/O context being destroyed (a tick away there, counted no more, may be
             // destroyed unrun by it), the completion goes there whatever the handler's executor:
-            // the context destroys it unrun with its other handlers, as Asio's timers' are, on
-            // the thread that destroys it and outside the pool's locks.
+            // the context destroys it unrun with its other handlers, as Asio's timers' are.
             if (handler_work_.on_io() || service_->closing_down())
                 handler_work_.post_to_io(completion(this));
             else

@@ -179,8 +179,8 @@ public:
         handler_.post(std::forward<Function>(f));
     }
 
-    // Submits `f` through the I/O executor instead, whatever executor the handler has: its
-    // context, being destroyed, destroys `f` unrun with its other handlers.
+    // Submits `f` through the I/O executor instead, whatever executor the handler has (its
+    // context, being destroyed, destroys `f` unrun with its other handlers).
     template <class Function>
     void post_to_io(Function&& f) const
     {

@@ -433,9 +433,11 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::release_termination() noexcept
 {
+    // The last hold and the mark go together: a hold taken and let go meanwhile, on another
+    // thread, cannot mark the pool terminated while this one still has it.
+    std::lock_guard lock(termination_mutex_);
     if (termination_holds_.fetch_sub(1) == 1)
     {
-        std::lock_guard lock(termination_mutex_);
         terminated_ = true;
         terminated_cv_.notify_all();
     }
