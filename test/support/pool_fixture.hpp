@@ -9,8 +9,6 @@
 #include <chrono>
 #include <exception>
 #include <future>
-#include <memory>
-#include <utility>
 
 #include "support/counter.hpp"
 #include "support/gate.hpp"
@@ -22,39 +20,6 @@ using manual_pool = basic_scheduled_thread_pool<manual_clock>;
 
 template <class R>
 using manual_future = basic_scheduled_future<R, manual_clock>;
-
-// Keeps a one-worker pool's worker busy with a task until release() (or its destruction): built
-// once the task has started.
-class occupied_worker
-{
-public:
-    explicit occupied_worker(manual_pool& pool)
-        : task_(pool.submit([started = started_, released = released_.get_future().share()] {
-              started->increment();
-              (void)released.wait_for(std::chrono::seconds(60));
-          }))
-    {
-        BOOST_TEST_REQUIRE(started_->wait_for_at_least(1));
-    }
-    occupied_worker(const occupied_worker&) = delete;
-    occupied_worker& operator=(const occupied_worker&) = delete;
-    ~occupied_worker() { release(); }
-
-    void release()
-    {
-        if (!std::exchange(released_once_, true))
-            released_.set_value();
-    }
-
-    // The busy task's future: ready once it has run to its end.
-    manual_future<void>& task() noexcept { return task_; }
-
-private:
-    std::promise<void> released_;
-    bool released_once_ = false;
-    std::shared_ptr<counter> started_ = std::make_shared<counter>(); // the task's own copy too
-    manual_future<void> task_;
-};
 
 // A one-worker pool's hooks: before_execute, once entered, blocks until leave is opened;
 // after_execute counts its calls.

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "support/manual_clock_fixture.hpp"
+#include "support/occupied_worker.hpp"
 #include "support/silent_clock.hpp"
 #include "support/wait.hpp"
 
@@ -87,28 +88,6 @@ struct steady_fixture
     }
 };
 
-// Takes a one-worker pool's worker until destroyed: only an io_context can wake what falls due.
-class worker_taken
-{
-public:
-    template <class Pool>
-    explicit worker_taken(Pool& pool)
-    {
-        pool.execute([this, released = release_.get_future().share()] {
-            started_.set_value();
-            released.wait();
-        });
-        started_.get_future().wait();
-    }
-    worker_taken(const worker_taken&) = delete;
-    worker_taken& operator=(const worker_taken&) = delete;
-    ~worker_taken() { release_.set_value(); }
-
-private:
-    std::promise<void> started_; // kept: its setter may still be inside set_value()
-    std::promise<void> release_;
-};
-
 // A one-worker pool that polls the clock from `spin` before a task is due.
 sched::pool_options one_worker_spinning(std::chrono::nanoseconds spin)
 {
@@ -122,7 +101,7 @@ sched::pool_options one_worker_spinning(std::chrono::nanoseconds spin)
 struct busy_pool_fixture
 {
     sched::scheduled_thread_pool pool{1};
-    worker_taken taken{pool};
+    sched::test::occupied_worker<decltype(pool)> taken{pool};
 };
 
 // A periodic operation's completion handler that records the error its end carries.
@@ -217,7 +196,7 @@ void check_a_wait_armed_after_a_cancelled_one(clock_type::duration cancelled_in,
 struct busy_spinning_pool
 {
     sched::scheduled_thread_pool pool;
-    worker_taken taken{pool};
+    sched::test::occupied_worker<decltype(pool)> taken{pool};
 
     explicit busy_spinning_pool(std::chrono::nanoseconds spin) : pool(one_worker_spinning(spin)) {}
 };
@@ -233,7 +212,7 @@ struct silent_spinning_fixture : sched::test::manual_clock_fixture
     sched::basic_scheduled_thread_pool<sched::test::silent_clock> pool{one_worker_spinning(120s)};
     boost::asio::io_context io;
     sched::basic_scheduler<sched::test::silent_clock> scheduler{io, pool};
-    worker_taken taken{pool}; // released first, as the test ends
+    sched::test::occupied_worker<decltype(pool)> taken{pool}; // released first, as the test ends
 
     static sched::test::silent_clock::time_point at(std::chrono::nanoseconds since_epoch)
     {
@@ -287,7 +266,7 @@ BOOST_AUTO_TEST_CASE(the_execute_hooks_run_on_the_io_context_thread_for_its_wait
         note("after");
     };
     sched::scheduled_thread_pool pool(options);
-    worker_taken taken(pool);
+    sched::test::occupied_worker taken(pool);
     std::size_t hooked_before; // the taken worker's before_execute
     {
         std::lock_guard lock(mutex);
@@ -344,8 +323,8 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_to
     };
     sched::scheduled_thread_pool pool(polling);
     sched::scheduled_thread_pool other_pool(1);
-    worker_taken taken(pool);
-    worker_taken other_taken(other_pool);
+    sched::test::occupied_worker taken(pool);
+    sched::test::occupied_worker other_taken(other_pool);
     sched::scheduler scheduler(io, pool);
     sched::scheduler other_scheduler(io, other_pool);
     std::vector<std::string> ran;

@@ -22,6 +22,7 @@
 
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/occupied_worker.hpp"
 #include "support/pool_fixture.hpp"
 
 using namespace std::chrono_literals;

@@ -24,6 +24,7 @@
 #include "support/failing_allocation.hpp"
 #include "support/gate.hpp"
 #include "support/hook_clock.hpp"
+#include "support/occupied_worker.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/wait.hpp"
 
