@@ -79,9 +79,10 @@ public:
  *
  * @par Thread safety
  * Every member function may be called from any thread, including from inside a task. The
- * destructor (unless a task runs it) must not run concurrently with another call on the timer:
- * a cancel() on another thread must have returned, even once a second cancel() has (the first
- * may still be destroying the callables of the tasks it dropped).
+ * destructor, whether a task runs it or not, must not run concurrently with another call on the
+ * timer: a cancel() on another thread must have returned, even once a second cancel() has (the
+ * first may still be destroying the callables of the tasks it dropped, or waiting for the run
+ * that destroys the timer).
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer
@@ -101,7 +102,6 @@ public:
         : name_(std::move(name)), on_error_(std::move(on_error))
     {
         thread_ = std::jthread([this](std::stop_token stop) { main_loop(std::move(stop)); });
-        thread_id_ = thread_.get_id();
     }
 
     basic_timer(const basic_timer&) = delete;
@@ -113,8 +113,9 @@ public:
     ~basic_timer()
     {
         cancel();
-        if (thread_id_ == std::this_thread::get_id())
+        if (this_thread_timer_ == this)
         {
+            this_thread_timer_ = nullptr; // the run may make another timer where this one was
             destroyed_by_this_run_ = true;
             thread_.detach();
         }
@@ -230,7 +231,7 @@ public:
             // Callers other than the timer's thread one at a time, so that a second one too
             // returns only once the first has cancelled the queue and the thread has ended. (The
             // thread itself must not wait for them: they wait for it.)
-            const bool on_timer_thread = thread_id_ == std::this_thread::get_id();
+            const bool on_timer_thread = this_thread_timer_ == this;
             std::unique_lock one_at_a_time(cancel_mutex_, std::defer_lock);
             if (!on_timer_thread)
                 one_at_a_time.lock();
@@ -372,6 +373,7 @@ private:
 
     void main_loop(std::stop_token stop)
     {
+        this_thread_timer_ = this;
         detail::name_this_thread(name_);
         detail::wake_on_time(); // as the pool's workers: its tasks start on time
         while (typename queue_type::node* taken = queue_.take(stop))
@@ -479,10 +481,10 @@ private:
     std::mutex mutex_; // orders schedule calls and re-queueing against cancel()
     bool cancelled_ = false;
     std::mutex cancel_mutex_; // see cancel()
-    // The timer's thread, set once as the constructor starts it: cancel() calls on other threads
-    // read it while one of them joins the thread (which clears thread_'s own id).
-    std::thread::id thread_id_;
-    std::jthread thread_; // last: it starts once the rest is ready
+    std::jthread thread_;     // last: it starts once the rest is ready
+    // On a timer's thread, that timer until a task destroys it; null on any other thread. (Not
+    // the thread's id: once the thread has ended, a new thread may have the same.)
+    static inline thread_local const basic_timer* this_thread_timer_ = nullptr;
     // On the timer's thread: a task destroyed the timer (see the destructor).
     static inline thread_local bool destroyed_by_this_run_ = false;
 };

@@ -688,6 +688,31 @@ BOOST_AUTO_TEST_CASE(a_task_may_destroy_its_timer_and_its_run_is_the_last)
     BOOST_TEST(ran.value() == 0);
 }
 
+// A thread started once the timer's thread has ended may have its id (glibc reuses an ended
+// thread's stack and descriptor): destroying the timer there is not a run destroying its timer.
+BOOST_AUTO_TEST_CASE(a_cancelled_timer_may_be_destroyed_on_a_thread_with_its_ended_threads_id)
+{
+    auto timer = std::make_unique<manual_timer>();
+    std::promise<std::thread::id> ran_on;
+    manual_task record([&] { ran_on.set_value(std::this_thread::get_id()); });
+    timer->schedule(record, 0s);
+    const std::thread::id timer_thread = ran_on.get_future().get();
+    timer->cancel(); // its thread has ended
+    bool reused = false;
+    for (int tries = 0; tries < 100 && !reused; ++tries)
+    {
+        std::thread([&] {
+            if (std::this_thread::get_id() == timer_thread)
+            {
+                reused = true;
+                timer.reset(); // terminated the program, when the timer went by the thread's id
+            }
+        }).join();
+    }
+    BOOST_WARN_MESSAGE(reused, "no new thread had the ended thread's id: nothing was tested");
+    BOOST_TEST((record.state() == timer_task_state::executed));
+}
+
 // timer.hpp: "The destructor cancels the timer and waits for a run under way, unless called by
 // that run". Here another thread destroys it while a run is under way: the destructor must
 // block until the run has finished (a destructor that let the thread go, as it does for a run
@@ -806,6 +831,8 @@ BOOST_AUTO_TEST_CASE(a_periodic_task_that_cannot_be_queued_again_ends_and_the_ha
     });
     timer.schedule_at_fixed_rate(periodic, 0s, 1s);
     BOOST_TEST(runs.wait_for_at_least(1));
+    // Told once its push has failed: a push from here before that one would grow the queue.
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return !errors.snapshot().empty(); }));
     manual_clock::advance(5s); // it would have run 5 more times
     sentinel after;
     timer.schedule(after.task, 0s);
