@@ -500,6 +500,33 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_with_ticks_posted_to_itself_destr
     BOOST_TEST(pool.queue().empty());
 }
 
+// The same with a scheduler whose executor is a strand of that context: the operation's
+// completion goes to the strand, whose service has shut down by then and destroys it at once.
+// A handler that holds the pool's last reference destroys the pool then, outside the pool's
+// bookkeeping of the tick's return.
+BOOST_AUTO_TEST_CASE(a_handler_destroyed_by_a_strand_that_shut_down_may_free_the_pool,
+                     *boost::unit_test::timeout(120))
+{
+    sched::test::manual_clock_fixture time;
+    auto pool = std::make_shared<manual_pool>(1);
+    const std::weak_ptr<manual_pool> watch = pool;
+    auto io = std::make_unique<boost::asio::io_context>();
+    std::optional<manual_scheduler> scheduler(std::in_place, boost::asio::make_strand(*io), *pool);
+    bool invoked = false;
+    scheduler->async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(*io, [] {}),
+        [&invoked, keep = pool](std::exception_ptr, std::size_t) { invoked = true; });
+    scheduler.reset(); // its strand goes before its context
+    // The worker has posted the first tick, which io has not run.
+    BOOST_TEST_REQUIRE(eventually([&] { return pool->queue().size() == 0u; }));
+    sched::test::pool_fixture::settle(*pool);
+    pool.reset(); // the handler holds the pool's last reference
+    sched::test::blocking_call destroyer([&] { io.reset(); });
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(1min) == std::future_status::ready));
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(!invoked);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_cancelled_on_its_way_to_its_executor_does_not_run,
                         periodic_fixture)
 {

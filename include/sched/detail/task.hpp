@@ -419,17 +419,24 @@ public:
     // Takes over the runner's reference to `t`.
     void finish_run(task<Clock>& t, std::exception_ptr error) noexcept
     {
-        std::lock_guard lock(mutex_); // the owner cannot leave meanwhile
-        if (owner_)
-            owner_->finish_run(t, std::move(error));
-        else
+        // Its last reference goes after the lock: letting go of a task may destroy what owns the
+        // owner (an operation's handler, which an executor whose context is shutting down
+        // destroys unrun, at once).
+        t.add_ref();
         {
-            if (t.cancel(false))
-                t.mark_shut_down();
-            t.await_canceller(); // one from the operation's slot holds no reference
-            t.release_body();
-            t.release();
+            std::lock_guard lock(mutex_); // the owner cannot leave meanwhile
+            if (owner_)
+                owner_->finish_run(t, std::move(error));
+            else
+            {
+                if (t.cancel(false))
+                    t.mark_shut_down();
+                t.await_canceller(); // one from the operation's slot holds no reference
+                t.release_body();
+                t.release();
+            }
         }
+        t.release();
     }
 
     // Calls f() if the owner is still there; it cannot leave meanwhile.
