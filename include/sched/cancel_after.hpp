@@ -3,7 +3,9 @@
 
 #include <sched/scheduler.hpp>
 
+#include <sched/detail/handler_work.hpp>
 #include <sched/detail/recycler.hpp>
+#include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/time.hpp>
 #include <sched/detail/timeout_task.hpp>
 
@@ -11,6 +13,9 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
 
 #include <chrono>
 #include <type_traits>
@@ -141,6 +146,8 @@ public:
     {
         using handler_type = std::decay_t<Handler>;
         const auto io_ex = default_executor();
+        if constexpr (has_executor<Initiation>)
+            prepare_context(io_ex);
         const auto ex = boost::asio::get_associated_executor(handler, io_ex);
         using timeout =
             timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(io_ex)>>;
@@ -166,6 +173,22 @@ public:
     }
 
 private:
+    // The emission is posted to the operation's context through a scheduler_service of that
+    // context's (see post_to()): made now, while the context is surely there, rather than by a
+    // worker as the timeout falls due, when the context may be in its destructor (whose walk of
+    // its services races one added meanwhile).
+    template <class IoExecutor>
+    void prepare_context(const IoExecutor& io_ex) const
+    {
+        boost::asio::execution_context& context =
+            boost::asio::query(io_ex, boost::asio::execution::context);
+        if (&context ==
+            &boost::asio::query(scheduler_->get_executor(), boost::asio::execution::context))
+            return; // the scheduler's own, which has it
+        const auto* io = io_executor_of(io_ex);
+        (void)scheduler_service<Clock>::of(context, io ? &io->context() : nullptr);
+    }
+
     auto default_executor() const
     {
         if constexpr (has_executor<Initiation>)

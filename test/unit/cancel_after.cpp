@@ -188,6 +188,32 @@ BOOST_DATA_TEST_CASE_F(cancel_after_fixture,
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
 }
 
+// The emission goes to an operation on another io_context through a service of that context's:
+// it is made as the operation starts, while the context is surely there, not by a worker as the
+// timeout falls due, when the context may be in its destructor (which walks its services without
+// a lock: a service added meanwhile races it, and is never shut down).
+BOOST_FIXTURE_TEST_CASE(an_operation_on_another_context_readies_it_for_the_emission_as_it_starts,
+                        cancel_after_fixture)
+{
+    using service = sched::detail::scheduler_service<manual_clock>;
+    boost::asio::io_context other;
+    BOOST_TEST_REQUIRE(!boost::asio::has_service<service>(other));
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    std::optional<boost::asio::cancellation_type> cancelled_as;
+    std::optional<std::thread::id> cancelled_on;
+    auto token = sched::cancel_after(scheduler, 1s, on_done());
+    boost::asio::async_initiate<decltype(token), void(error_code)>(
+        parking_operation{other.get_executor(), &parked, &cancelled_as, &cancelled_on}, token);
+    BOOST_TEST(boost::asio::has_service<service>(other));
+    manual_clock::advance(1s);
+    settle(pool);
+    BOOST_TEST(other.run_one_for(1min) == 1u); // the emission, on the operation's context
+    BOOST_TEST((cancelled_as == boost::asio::cancellation_type::terminal));
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code(boost::asio::error::operation_aborted));
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
 BOOST_FIXTURE_TEST_CASE(a_periodic_operation_refuses_a_total_timeout_once_it_has_ticked,
                         cancel_after_fixture)
 {
