@@ -146,12 +146,11 @@ public:
     {
         using handler_type = std::decay_t<Handler>;
         const auto io_ex = default_executor();
-        if constexpr (has_executor<Initiation>)
-            prepare_context(io_ex);
+        scheduler_service<Clock>& io_service = service_of(io_ex);
         const auto ex = boost::asio::get_associated_executor(handler, io_ex);
         using timeout =
             timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(io_ex)>>;
-        timeout* t = timeout::create(scheduler_->pool(), ex, io_ex, type_);
+        timeout* t = timeout::create(scheduler_->pool(), ex, io_ex, io_service, type_);
         boost::intrusive_ptr<timeout> keep(t); // until started: the handler may be gone by then
         try
         {
@@ -173,20 +172,22 @@ public:
     }
 
 private:
-    // The emission is posted to the operation's context through a scheduler_service of that
-    // context's (see post_to()): made now, while the context is surely there, rather than by a
-    // worker as the timeout falls due, when the context may be in its destructor (whose walk of
-    // its services races one added meanwhile).
+    // The scheduler_service of the operation's context, which the emission is posted through
+    // (see scheduler_service::post_here()): found, or made, now, while the context is surely
+    // there, rather than by a worker as the timeout falls due, when the context may be in its
+    // destructor (whose walk of its services races one added meanwhile).
     template <class IoExecutor>
-    void prepare_context(const IoExecutor& io_ex) const
+    scheduler_service<Clock>& service_of(const IoExecutor& io_ex) const
     {
-        boost::asio::execution_context& context =
-            boost::asio::query(io_ex, boost::asio::execution::context);
-        if (&context ==
-            &boost::asio::query(scheduler_->get_executor(), boost::asio::execution::context))
-            return; // the scheduler's own, which has it
-        const auto* io = io_executor_of(io_ex);
-        (void)scheduler_service<Clock>::of(context, io ? &io->context() : nullptr);
+        scheduler_service<Clock>& own = scheduler_->service();
+        if constexpr (has_executor<Initiation>)
+        {
+            boost::asio::execution_context& context =
+                boost::asio::query(io_ex, boost::asio::execution::context);
+            if (&context != &own.context())
+                return scheduler_service<Clock>::of(context, io_context_behind(io_ex));
+        }
+        return own;
     }
 
     auto default_executor() const

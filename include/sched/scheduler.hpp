@@ -44,6 +44,9 @@ struct schedule_signature<void>
 template <class T>
 inline constexpr bool is_periodic_options = std::is_same_v<std::decay_t<T>, periodic_options>;
 
+template <class Initiation, class Clock, class Executor>
+class timeout_initiation;
+
 } // namespace detail
 
 template <class Clock, class Executor>
@@ -327,6 +330,8 @@ public:
 private:
     template <class C, class E>
     friend class basic_deadline;
+    template <class I, class C, class E>
+    friend class detail::timeout_initiation;
 
     detail::scheduler_service<Clock>& service() const noexcept { return *service_; }
 
@@ -337,7 +342,7 @@ private:
     static detail::scheduler_service<Clock>& service_for(const executor_type& ex)
     {
         return detail::scheduler_service<Clock>::of(
-            boost::asio::query(ex, boost::asio::execution::context), io_context_of(ex));
+            boost::asio::query(ex, boost::asio::execution::context), detail::io_context_behind(ex));
     }
 
     static boost::asio::io_context* io_context_of(const executor_type& ex) noexcept

@@ -15,6 +15,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -103,6 +104,19 @@ struct busy_pool_fixture
     sched::scheduled_thread_pool pool{1};
     sched::test::occupied_worker<decltype(pool)> taken{pool};
 };
+
+// Arms a wait on a scheduler on `io` and `pool` (its workers busy) and runs `io`: only the
+// io_context's alarm can complete the wait, and run() returns once it has.
+void expect_the_alarm_to_complete_a_wait(boost::asio::io_context& io,
+                                         sched::scheduled_thread_pool& pool)
+{
+    sched::scheduler scheduler(io, pool);
+    std::optional<error_code> result;
+    scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
+    io.run_for(60s); // returns once the wait has completed: nothing else is pending
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+}
 
 // A periodic operation's completion handler that records the error its end carries.
 auto record_end(std::optional<error_code>& out)
@@ -237,12 +251,54 @@ BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worke
                         *boost::unit_test::timeout(120))
 {
     boost::asio::io_context io;
-    sched::scheduler scheduler(io, pool);
-    std::optional<error_code> result;
-    scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
-    io.run_for(60s); // returns once the wait has completed: nothing else is pending
-    BOOST_TEST_REQUIRE(result.has_value());
-    BOOST_TEST(!*result);
+    expect_the_alarm_to_complete_a_wait(io, pool);
+}
+
+// A scheduler on a strand of an io_context is the first on it: the services an alarm needs are
+// made first all the same, so a scheduler on the io_context's own executor, made later, gets
+// its alarm (before, the first service did not know the context to be an io_context, and the
+// workers waited instead: the busy worker here would have held the wait up).
+BOOST_FIXTURE_TEST_CASE(a_first_scheduler_on_a_strand_readies_the_io_context_for_alarms,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    const sched::scheduler on_strand(boost::asio::make_strand(io), pool);
+    expect_the_alarm_to_complete_a_wait(io, pool);
+}
+
+// The alarm completes a wait whose handler is bound to a pool that refuses it (shut down): that
+// pool destroys the completion at once, and the handler with it, which here holds the last
+// reference to the pool the wait was in. That pool goes once the alarm has let go of it, not
+// while the alarm runs its tasks (its destructor waits for that: it deadlocked on this thread).
+BOOST_AUTO_TEST_CASE(a_handler_refused_where_the_alarm_completes_it_may_free_the_pool,
+                     *boost::unit_test::timeout(120))
+{
+    using pool_type = sched::scheduled_thread_pool;
+    auto pool = std::make_shared<pool_type>(1);
+    const std::weak_ptr<pool_type> watch = pool;
+    // Only the io_context's thread can take the wait; the handler lets the worker go first.
+    auto taken = std::make_shared<sched::test::occupied_worker<pool_type>>(*pool);
+    pool_type refusing(1);
+    (void)refusing.shutdown_now();
+    struct handler
+    {
+        std::shared_ptr<pool_type> keep; // goes last
+        std::shared_ptr<sched::test::occupied_worker<pool_type>> taken;
+        bool* invoked;
+        void operator()(error_code) const { *invoked = true; }
+    };
+    bool invoked = false;
+    boost::asio::io_context io;
+    sched::scheduler(io, *pool).async_wait(
+        1ms, boost::asio::bind_executor(refusing.get_executor(),
+                                        handler{pool, std::move(taken), &invoked}));
+    pool.reset();
+    BOOST_TEST(!watch.expired());
+    std::future<std::size_t> ran = std::async(std::launch::async, [&] { return io.run_for(60s); });
+    BOOST_TEST_REQUIRE((ran.wait_for(90s) == std::future_status::ready));
+    BOOST_TEST(watch.expired());
+    BOOST_TEST(!invoked);
 }
 
 // pool_options.hpp: before_execute runs "for a scheduler's wait ... on the io_context's thread
@@ -301,7 +357,9 @@ BOOST_AUTO_TEST_CASE(the_execute_hooks_run_on_the_io_context_thread_for_its_wait
 
 // A pool's hook may run the io_context (poll() it) on the thread where that pool's alarm runs
 // the waits it took: another pool's alarm, ready by then, runs there inside it. The handlers of
-// the waits either alarm took all run, once each (the first alarm's collecting goes on after).
+// the waits either alarm took all run, once each, in the order the waits were taken (the first
+// alarm's collecting goes on after; the other's completion waits, with the first's, until the
+// first alarm lets go of its pool: see detail::deferred_completions).
 BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_took,
                      *boost::unit_test::timeout(120))
 {
@@ -340,7 +398,7 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_to
     BOOST_TEST(io.stopped());
     BOOST_TEST((clock_type::now() - start < 30s));
     BOOST_TEST(io_hooks == 2);
-    BOOST_TEST(ran == (std::vector<std::string>{"other", "first", "second"}),
+    BOOST_TEST(ran == (std::vector<std::string>{"first", "other", "second"}),
                boost::test_tools::per_element());
 }
 

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/counting_allocator.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/failing_executor.hpp"
@@ -813,6 +814,26 @@ BOOST_AUTO_TEST_CASE(a_handler_holding_the_pool_goes_with_the_io_context_destroy
     } // the io_context goes first, and the handler with it, and the pool with the handler
     BOOST_TEST(watch.expired());
     BOOST_TEST(other.run_for(std::chrono::minutes(1)) == 0u);
+    BOOST_TEST(!invoked);
+}
+
+// The same with a scheduler on a pool's executor (an execution context that is not an
+// io_context), which refuses the completions as it shuts down: the handler goes once the
+// scheduler's service has let go of the pool whose operations it ended.
+BOOST_AUTO_TEST_CASE(a_handler_holding_the_pool_goes_with_the_pool_context_destroyed_first,
+                     *boost::unit_test::timeout(120))
+{
+    sched::test::manual_clock_fixture time;
+    auto pool = std::make_shared<manual_pool>(1);
+    const std::weak_ptr<manual_pool> watch = pool;
+    auto context = std::make_unique<manual_pool>(1);
+    bool invoked = false;
+    manual_scheduler(context->get_executor(), *pool)
+        .async_wait(1h, [&invoked, keep = pool](error_code) { invoked = true; });
+    pool.reset(); // the handler holds the pool's last reference
+    sched::test::blocking_call destroyer([&] { context.reset(); });
+    BOOST_TEST_REQUIRE((destroyer.result().wait_for(1min) == std::future_status::ready));
+    BOOST_TEST(watch.expired());
     BOOST_TEST(!invoked);
 }
 

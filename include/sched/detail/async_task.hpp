@@ -5,6 +5,7 @@
 
 #include <sched/detail/completion_queue.hpp>
 #include <sched/detail/deadline_wait.hpp>
+#include <sched/detail/deferred_completions.hpp>
 #include <sched/detail/handler_work.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/recycler.hpp>
@@ -652,15 +653,23 @@ private:
         if (this->state() == future_state::pending)
             return; // queueing failed: the initiating function throws instead
         if (held_)
-            post_completion(); // with a reference of its own
+        {
+            this->add_ref(); // the completion's own
+            send_completion();
+        }
         else
             completion_due_ = true; // posted when the runner lets go: see destroy()
     }
 
+    // Posts the completion, now or, if this thread holds a pool's owner_link, once it lets go.
+    void send_completion() noexcept
+    {
+        if (!deferred_completions::defer(*this))
+            post_completion();
+    }
+
     void post_completion() noexcept
     {
-        if (held_)
-            this->add_ref();
         // Once posted, the node may be freed on another thread at any moment.
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
         // On a thread of the scheduler's io_context, it joins a batch there, with its count.
@@ -702,7 +711,7 @@ private:
     void destroy() noexcept override
     {
         if (std::exchange(completion_due_, false))
-            post_completion();
+            send_completion();
         else
             destroy_self();
     }
@@ -742,14 +751,23 @@ private:
         }
     }
 
-    // The completion's action in its service's completion_queue.
-    static void run_queued(queued_completion& c, bool invoke)
+    // The completion's action in its service's completion_queue, or as a deferred_completions
+    // scope ends.
+    static void run_queued(queued_completion& c, completion_step step)
     {
         async_task& t = static_cast<async_task&>(c);
-        if (invoke)
+        switch (step)
+        {
+        case completion_step::invoke:
             t.complete();
-        else
+            break;
+        case completion_step::abandon:
             t.abandon();
+            break;
+        case completion_step::post:
+            t.post_completion();
+            break;
+        }
     }
 
     // The completion is destroyed unrun: its executor's context is going. The handler and the

@@ -2,6 +2,7 @@
 #define SCHED_DETAIL_COMPLETION_QUEUE_HPP
 
 #include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/queued_completion.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -12,23 +13,6 @@
 #include <utility>
 
 namespace sched::detail {
-
-// A completion waiting in a completion_queue: an operation whose handler is due to run.
-class queued_completion
-{
-public:
-    // Invokes the handler (`invoke`), or destroys it unrun (its io_context is going).
-    using action = void (*)(queued_completion&, bool invoke);
-
-    explicit queued_completion(action act) noexcept : action_(act) {}
-
-private:
-    template <class Counter>
-    friend class completion_queue;
-
-    action action_;
-    queued_completion* next_ = nullptr;
-};
 
 // Completions whose handlers run on one io_context through its own executor, run in batches:
 // the first one queued posts a runner to the io_context, and the runner invokes every
@@ -163,7 +147,7 @@ private:
                 return;
             queued_completion& c = *batch;
             batch = c.next_;
-            c.action_(c, true);
+            c.action_(c, completion_step::invoke);
         }
     }
 
@@ -247,7 +231,7 @@ private:
         {
             queued_completion& c = *batch;
             batch = c.next_;
-            c.action_(c, false);
+            c.action_(c, completion_step::abandon);
         }
     }
 

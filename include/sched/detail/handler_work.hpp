@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <optional>
 #include <type_traits>
@@ -43,6 +44,24 @@ const boost::asio::io_context::executor_type* io_executor_of(const Executor& ex)
         return &ex;
     else
         return nullptr;
+}
+
+// The io_context that `ex` submits to, if `ex` is an io_context's executor or a strand of one
+// (either of them wrapped in an any_io_executor, or not), else null.
+template <class Executor>
+boost::asio::io_context* io_context_behind(const Executor& ex) noexcept
+{
+    using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+    if (const auto* io = io_executor_of(ex))
+        return &io->context();
+    if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
+    {
+        if (const io_strand* strand = ex.template target<io_strand>())
+            return &strand->get_inner_executor().context();
+    }
+    else if constexpr (std::is_same_v<Executor, io_strand>)
+        return &ex.get_inner_executor().context();
+    return nullptr;
 }
 
 // Outstanding work counted on an executor until destroyed or moved from. An any_io_executor

@@ -53,8 +53,8 @@ public:
     {}
 
     // The service of `context`, made if there is none yet, after the services that the workers
-    // use from their own threads (see services_first()); `io` is that context if it is an
-    // io_context (of a scheduler's executor), else null.
+    // use from their own threads (see services_first()); `io` is that context if it is known to
+    // be an io_context (an executor of it, or a strand of one, submits to it), else null.
     static scheduler_service& of(boost::asio::execution_context& context,
                                  boost::asio::io_context* io)
     {
@@ -187,13 +187,20 @@ public:
             std::forward<Post>(post)();
             return;
         }
-        scheduler_service& service = of(target, nullptr);
-        service.started();
+        of(target, nullptr).post_here(std::forward<Post>(post));
+    }
+
+    // Runs `post`, which submits a function to this service's context, so that the context
+    // cannot finish shutting down meanwhile (see post_to()).
+    template <class Post>
+    void post_here(Post&& post)
+    {
+        started();
         struct finish
         {
             scheduler_service& service;
             ~finish() { service.finished(); }
-        } guard{service};
+        } guard{*this};
         std::forward<Post>(post)();
     }
 

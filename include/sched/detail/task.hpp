@@ -4,6 +4,7 @@
 #include <sched/delayed_work_queue.hpp>
 #include <sched/future_state.hpp>
 
+#include <sched/detail/deferred_completions.hpp>
 #include <sched/detail/parking.hpp>
 #include <sched/detail/periodic_schedule.hpp>
 #include <sched/detail/timed_wait.hpp>
@@ -419,30 +420,26 @@ public:
     // Takes over the runner's reference to `t`.
     void finish_run(task<Clock>& t, std::exception_ptr error) noexcept
     {
-        // Its last reference goes after the lock: letting go of a task may destroy what owns the
-        // owner (an operation's handler, which an executor whose context is shutting down
-        // destroys unrun, at once).
-        t.add_ref();
+        const deferred_completions after_unlock; // a handler may own the owner: see there
+        std::lock_guard lock(mutex_);            // the owner cannot leave meanwhile
+        if (owner_)
+            owner_->finish_run(t, std::move(error));
+        else
         {
-            std::lock_guard lock(mutex_); // the owner cannot leave meanwhile
-            if (owner_)
-                owner_->finish_run(t, std::move(error));
-            else
-            {
-                if (t.cancel(false))
-                    t.mark_shut_down();
-                t.await_canceller(); // one from the operation's slot holds no reference
-                t.release_body();
-                t.release();
-            }
+            if (t.cancel(false))
+                t.mark_shut_down();
+            t.await_canceller(); // one from the operation's slot holds no reference
+            t.release_body();
+            t.release();
         }
-        t.release();
     }
 
-    // Calls f() if the owner is still there; it cannot leave meanwhile.
+    // Calls f() if the owner is still there; it cannot leave meanwhile. The completions of the
+    // operations that f() ends go on once the owner may leave again.
     template <class F>
     void with_owner(F f)
     {
+        const deferred_completions after_unlock; // a handler may own the owner: see there
         std::lock_guard lock(mutex_);
         if (owner_)
             f();

@@ -41,17 +41,19 @@ class timeout_task final : public task<Clock>
 public:
     using allocator_type = recycling_allocator<timeout_task>;
 
-    // Two references: the queue's (the runner's) and the wrapping handler's.
+    // Two references: the queue's (the runner's) and the wrapping handler's. `io_service` is the
+    // scheduler_service of io_ex's context: the emission is posted there through it.
     static timeout_task* create(basic_scheduled_thread_pool<Clock>& pool,
                                 const HandlerExecutor& ex,
                                 const IoExecutor& io_ex,
+                                scheduler_service<Clock>& io_service,
                                 boost::asio::cancellation_type type)
     {
         allocator_type a;
         timeout_task* t = std::allocator_traits<allocator_type>::allocate(a, 1);
         try
         {
-            ::new (static_cast<void*>(t)) timeout_task(pool, ex, io_ex, type);
+            ::new (static_cast<void*>(t)) timeout_task(pool, ex, io_ex, io_service, type);
         }
         catch (...) // copying the executor threw
         {
@@ -150,9 +152,10 @@ private:
     timeout_task(basic_scheduled_thread_pool<Clock>& pool,
                  const HandlerExecutor& ex,
                  const IoExecutor& io_ex,
+                 scheduler_service<Clock>& io_service,
                  boost::asio::cancellation_type type)
         : task<Clock>(period_kind::one_shot, 2, &pool_access::owner(pool)), type_(type),
-          executor_(ex), io_executor_(io_ex)
+          io_service_(io_service), executor_(ex), io_executor_(io_ex)
     {}
 
     // Posts the emission to the operation's executor, unless the operation has completed.
@@ -163,11 +166,10 @@ private:
             return;
         try
         {
-            scheduler_service<Clock>::post_to(
-                boost::asio::query(*io_executor_, boost::asio::execution::context), nullptr, [&] {
-                    boost::asio::post(*io_executor_,
-                                      dispatch_emission{boost::intrusive_ptr<timeout_task>(this)});
-                });
+            io_service_.post_here([&] {
+                boost::asio::post(*io_executor_,
+                                  dispatch_emission{boost::intrusive_ptr<timeout_task>(this)});
+            });
         }
         catch (...) // out of memory: the operation goes on without its timeout
         {}
@@ -183,6 +185,8 @@ private:
     }
 
     const boost::asio::cancellation_type type_;
+    // Made as the operation started, while its context was surely there: see post_emission().
+    scheduler_service<Clock>& io_service_;
     std::recursive_mutex mutex_;
     // The handler's executor until the operation is done (finish()); guarded by mutex_.
     std::optional<HandlerExecutor> executor_;

@@ -1,0 +1,67 @@
+#ifndef SCHED_DETAIL_DEFERRED_COMPLETIONS_HPP
+#define SCHED_DETAIL_DEFERRED_COMPLETIONS_HPP
+
+#include <sched/detail/queued_completion.hpp>
+
+namespace sched::detail {
+
+// Holds back the completions that fall due on this thread while it holds a lock that the
+// destruction of their handlers may need, and sends them on once it has let go of it: an
+// owner_link's, which a pool's destructor takes. An executor that refuses a completion (its
+// context shutting down, a pool shut down) destroys it at once, and the handler with it, which may
+// hold the last reference to that pool. Declared before the lock is taken, so that it ends after
+// the lock is released. Scopes nest: the outermost sends them on, in the order they fell due.
+class deferred_completions
+{
+public:
+    deferred_completions() noexcept : outer_(current_) { current_ = this; }
+    deferred_completions(const deferred_completions&) = delete;
+    deferred_completions& operator=(const deferred_completions&) = delete;
+
+    ~deferred_completions()
+    {
+        current_ = outer_;
+        if (outer_)
+        {
+            if (head_) // after the outer scope's own
+            {
+                (outer_->tail_ ? outer_->tail_->next_ : outer_->head_) = head_;
+                outer_->tail_ = tail_;
+            }
+            return;
+        }
+        while (queued_completion* c = head_)
+        {
+            head_ = c->next_;
+            c->next_ = nullptr;
+            c->action_(*c, completion_step::post);
+        }
+    }
+
+    // Keeps `c` for the innermost scope on this thread and returns true; false if there is none
+    // (the caller sends it on now).
+    static bool defer(queued_completion& c) noexcept
+    {
+        if (!current_)
+            return false;
+        current_->append(c);
+        return true;
+    }
+
+private:
+    void append(queued_completion& c) noexcept
+    {
+        c.next_ = nullptr;
+        (tail_ ? tail_->next_ : head_) = &c;
+        tail_ = &c;
+    }
+
+    static inline thread_local deferred_completions* current_ = nullptr;
+    deferred_completions* const outer_;
+    queued_completion* head_ = nullptr;
+    queued_completion* tail_ = nullptr;
+};
+
+} // namespace sched::detail
+
+#endif // SCHED_DETAIL_DEFERRED_COMPLETIONS_HPP
