@@ -106,14 +106,15 @@ struct busy_pool_fixture
 };
 
 // Arms a wait on a scheduler on `io` and `pool` (its workers busy) and runs `io`: only the
-// io_context's alarm can complete the wait, and run() returns once it has.
+// io_context's alarm can complete the wait, and run() returns once it has (well before the busy
+// worker gives up, after a minute).
 void expect_the_alarm_to_complete_a_wait(boost::asio::io_context& io,
                                          sched::scheduled_thread_pool& pool)
 {
     sched::scheduler scheduler(io, pool);
     std::optional<error_code> result;
     scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
-    io.run_for(60s); // returns once the wait has completed: nothing else is pending
+    io.run_for(20s); // returns once the wait has completed: nothing else is pending
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(!*result);
 }
@@ -262,8 +263,15 @@ BOOST_FIXTURE_TEST_CASE(a_first_scheduler_on_a_strand_readies_the_io_context_for
                         busy_pool_fixture,
                         *boost::unit_test::timeout(120))
 {
+    {
+        boost::asio::io_context io;
+        const sched::scheduler on_strand(boost::asio::make_strand(io), pool);
+        expect_the_alarm_to_complete_a_wait(io, pool);
+    }
+    // A strand of an I/O object's executor, as make_strand(socket.get_executor()) makes.
     boost::asio::io_context io;
-    const sched::scheduler on_strand(boost::asio::make_strand(io), pool);
+    const sched::scheduler on_strand(
+        boost::asio::make_strand(boost::asio::any_io_executor(io.get_executor())), pool);
     expect_the_alarm_to_complete_a_wait(io, pool);
 }
 
@@ -271,13 +279,15 @@ BOOST_FIXTURE_TEST_CASE(a_first_scheduler_on_a_strand_readies_the_io_context_for
 // pool destroys the completion at once, and the handler with it, which here holds the last
 // reference to the pool the wait was in. That pool goes once the alarm has let go of it, not
 // while the alarm runs its tasks (its destructor waits for that: it deadlocked on this thread).
+// The other handlers keep their order: the wait that fell due with the refused one comes before
+// the one that the pool's destruction ends.
 BOOST_AUTO_TEST_CASE(a_handler_refused_where_the_alarm_completes_it_may_free_the_pool,
                      *boost::unit_test::timeout(120))
 {
     using pool_type = sched::scheduled_thread_pool;
     auto pool = std::make_shared<pool_type>(1);
     const std::weak_ptr<pool_type> watch = pool;
-    // Only the io_context's thread can take the wait; the handler lets the worker go first.
+    // Only the io_context's thread can take the waits; the handler lets the worker go first.
     auto taken = std::make_shared<sched::test::occupied_worker<pool_type>>(*pool);
     pool_type refusing(1);
     (void)refusing.shutdown_now();
@@ -289,16 +299,25 @@ BOOST_AUTO_TEST_CASE(a_handler_refused_where_the_alarm_completes_it_may_free_the
         void operator()(error_code) const { *invoked = true; }
     };
     bool invoked = false;
+    std::vector<error_code> others;
     boost::asio::io_context io;
-    sched::scheduler(io, *pool).async_wait(
-        1ms, boost::asio::bind_executor(refusing.get_executor(),
-                                        handler{pool, std::move(taken), &invoked}));
+    {
+        sched::scheduler scheduler(io, *pool);
+        const clock_type::time_point due = clock_type::now() + 10ms; // both in one wake-up
+        scheduler.async_wait(due,
+                             boost::asio::bind_executor(refusing.get_executor(),
+                                                        handler{pool, std::move(taken), &invoked}));
+        scheduler.async_wait(due, [&](error_code ec) { others.push_back(ec); });
+        scheduler.async_wait(1h, [&](error_code ec) { others.push_back(ec); });
+    }
     pool.reset();
     BOOST_TEST(!watch.expired());
     std::future<std::size_t> ran = std::async(std::launch::async, [&] { return io.run_for(60s); });
     BOOST_TEST_REQUIRE((ran.wait_for(90s) == std::future_status::ready));
     BOOST_TEST(watch.expired());
     BOOST_TEST(!invoked);
+    BOOST_TEST(others == (std::vector<error_code>{error_code(), sched::error::shutdown}),
+               boost::test_tools::per_element());
 }
 
 // pool_options.hpp: before_execute runs "for a scheduler's wait ... on the io_context's thread

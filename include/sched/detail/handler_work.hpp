@@ -13,6 +13,7 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <concepts>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -46,22 +47,35 @@ const boost::asio::io_context::executor_type* io_executor_of(const Executor& ex)
         return nullptr;
 }
 
-// The io_context that `ex` submits to, if `ex` is an io_context's executor or a strand of one
-// (either of them wrapped in an any_io_executor, or not), else null.
+// Whether E::context() is an io_context: its executors' (of any kind) and io_context::strand.
+template <class E>
+concept names_its_io_context =
+    std::is_same_v<decltype(std::declval<const E&>().context()), boost::asio::io_context&>;
+
+// The io_context that `ex` submits to, if `ex` is an io_context's executor, or a strand of one
+// (`make_strand(socket.get_executor())` is a strand of an any_io_executor that wraps one), or an
+// io_context::strand, or an any_io_executor that wraps an io_context's executor or a strand of
+// one; else null.
 template <class Executor>
 boost::asio::io_context* io_context_behind(const Executor& ex) noexcept
 {
-    using io_strand = boost::asio::strand<boost::asio::io_context::executor_type>;
-    if (const auto* io = io_executor_of(ex))
-        return &io->context();
     if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
     {
-        if (const io_strand* strand = ex.template target<io_strand>())
-            return &strand->get_inner_executor().context();
+        using io_executor = boost::asio::io_context::executor_type;
+        if (const auto* io = ex.template target<io_executor>())
+            return io_context_behind(*io);
+        if (const auto* strand = ex.template target<boost::asio::strand<io_executor>>())
+            return io_context_behind(*strand);
+        if (const auto* strand = ex.template target<boost::asio::strand<Executor>>())
+            return io_context_behind(*strand);
+        return nullptr;
     }
-    else if constexpr (std::is_same_v<Executor, io_strand>)
-        return &ex.get_inner_executor().context();
-    return nullptr;
+    else if constexpr (names_its_io_context<Executor>)
+        return &ex.context();
+    else if constexpr (requires { ex.get_inner_executor(); })
+        return io_context_behind(ex.get_inner_executor());
+    else
+        return nullptr;
 }
 
 // Outstanding work counted on an executor until destroyed or moved from. An any_io_executor
