@@ -412,7 +412,7 @@ private:
         completion& operator=(completion&&) = delete;
         ~completion()
         {
-            if (t_ && !deferred_completions::defer_abandon(*t_))
+            if (t_)
                 t_->abandon();
         }
 
