@@ -115,8 +115,7 @@ public:
         cancel();
         if (this_thread_timer_ == this)
         {
-            this_thread_timer_ = nullptr; // the run may make another timer where this one was
-            destroyed_by_this_run_ = true;
+            this_thread_timer_ = nullptr; // the run sees it; it may make a timer where this was
             thread_.detach();
         }
     }
@@ -371,6 +370,9 @@ private:
         }
     }
 
+    // On the timer's thread: a task destroyed the timer (see the destructor).
+    static bool destroyed_by_this_run() noexcept { return this_thread_timer_ == nullptr; }
+
     void main_loop(std::stop_token stop)
     {
         this_thread_timer_ = this;
@@ -379,7 +381,7 @@ private:
         while (typename queue_type::node* taken = queue_.take(stop))
         {
             run(static_cast<node_type&>(*taken));
-            if (destroyed_by_this_run_)
+            if (destroyed_by_this_run())
                 return; // the timer is gone: touch nothing of it
         }
     }
@@ -414,7 +416,7 @@ private:
             try
             {
                 n.run(*tick);
-                if (destroyed_by_this_run_)
+                if (destroyed_by_this_run())
                 {
                     if (schedule)
                         n.cancel(); // a periodic task's last run, as when a run cancels the timer
@@ -426,7 +428,7 @@ private:
             catch (...)
             {
                 // A task that ends has ended by the time its error is reported.
-                if (destroyed_by_this_run_) // its error handler went with it
+                if (destroyed_by_this_run()) // its error handler went with it
                 {
                     n.end_by_failure();
                     detail::report_uncaught("a destroyed timer", std::current_exception());
@@ -482,11 +484,10 @@ private:
     bool cancelled_ = false;
     std::mutex cancel_mutex_; // see cancel()
     std::jthread thread_;     // last: it starts once the rest is ready
-    // On a timer's thread, that timer until a task destroys it; null on any other thread. (Not
-    // the thread's id: once the thread has ended, a new thread may have the same.)
+    // On a timer's thread, that timer until a task destroys it (see destroyed_by_this_run());
+    // null on any other thread. (Not the thread's id: once the thread has ended, a new thread may
+    // have the same.)
     static inline thread_local const basic_timer* this_thread_timer_ = nullptr;
-    // On the timer's thread: a task destroyed the timer (see the destructor).
-    static inline thread_local bool destroyed_by_this_run_ = false;
 };
 
 /// The timer on std::chrono::steady_clock.
