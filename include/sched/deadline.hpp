@@ -176,7 +176,13 @@ public:
 private:
     struct initiation
     {
+        using executor_type = Executor;
+
         basic_deadline* self;
+
+        // The default completion executor, for tokens that ask (experimental::use_promise) and
+        // for cancel_after's emission: the deadline's, as Asio's I/O objects give theirs.
+        executor_type get_executor() const noexcept { return self->get_executor(); }
 
         template <class Handler>
         void operator()(Handler&& handler) const

@@ -1,4 +1,5 @@
 #include <sched/cancel_after.hpp>
+#include <sched/deadline.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/async_result.hpp>
@@ -212,6 +213,26 @@ BOOST_FIXTURE_TEST_CASE(an_operation_on_another_context_readies_it_for_the_emiss
     BOOST_TEST_REQUIRE(parked.has_value());
     std::move (*parked)(error_code(boost::asio::error::operation_aborted));
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+// A deadline is an I/O object: the emission goes to its executor (here another io_context's),
+// not to the scheduler's.
+BOOST_FIXTURE_TEST_CASE(a_deadlines_wait_has_its_timeout_emitted_on_the_deadlines_executor,
+                        cancel_after_fixture)
+{
+    boost::asio::io_context other;
+    sched::basic_deadline<manual_clock> deadline(other.get_executor(), pool);
+    deadline.expires_after(1h);
+    deadline.async_wait(sched::cancel_after(scheduler, 1s, on_done()));
+    manual_clock::advance(1s);
+    settle(pool);
+    run_ready(); // the scheduler's io_context: the emission is not posted there
+    BOOST_TEST(deadline.armed());
+    BOOST_TEST(other.run_one_for(1min) == 1u); // the emission: it cancels the wait
+    BOOST_TEST(!deadline.armed());
+    BOOST_TEST(other.run_one_for(1min) == 1u); // the wait's completion, on its own executor
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    BOOST_TEST(completions == 1);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_periodic_operation_refuses_a_total_timeout_once_it_has_ticked,

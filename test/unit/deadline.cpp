@@ -6,10 +6,13 @@
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/promise.hpp>
+#include <boost/asio/experimental/use_promise.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -414,6 +417,30 @@ BOOST_FIXTURE_TEST_CASE(a_wait_that_cannot_go_back_in_the_queue_completes_with_n
     BOOST_TEST(deadline.armed());
     manual_clock::advance(1s);
     complete_one();
+    BOOST_TEST((result && !*result));
+}
+
+// A promise completes through the executor of its operation's initiation, which the deadline
+// gives as its own (as Asio's timers do): the promise's waiters run on the io_context, not on
+// Asio's system executor.
+BOOST_FIXTURE_TEST_CASE(a_promise_completes_on_the_deadlines_executor, deadline_fixture)
+{
+    deadline.expires_after(1s);
+    auto promise = deadline.async_wait(boost::asio::experimental::use_promise);
+    BOOST_TEST(
+        (std::is_same_v<decltype(promise), boost::asio::experimental::promise<
+                                               void(error_code), manual_deadline::executor_type>>));
+    std::atomic<bool> ran{false};
+    std::atomic<bool> on_io{false};
+    promise([&](error_code ec) {
+        on_io = io.get_executor().running_in_this_thread();
+        result = ec;
+        ran = true;
+    });
+    manual_clock::advance(1s);
+    run_to_end();
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return ran.load(); }));
+    BOOST_TEST(on_io.load());
     BOOST_TEST((result && !*result));
 }
 
