@@ -124,9 +124,21 @@ concept has_executor = requires(const Initiation& i)
     i.get_executor();
 };
 
+// Names the wrapped initiation's executor type, if it has an executor: Asio's associated_executor
+// (which experimental::use_promise asks) looks for the type, not for get_executor().
+template <class Initiation, bool = has_executor<Initiation>>
+struct timeout_initiation_executor
+{};
+
+template <class Initiation>
+struct timeout_initiation_executor<Initiation, true>
+{
+    using executor_type = std::decay_t<decltype(std::declval<const Initiation&>().get_executor())>;
+};
+
 // Starts the wrapped operation with a handler bounded by a timeout.
 template <class Initiation, class Clock, class Executor>
-class timeout_initiation
+class timeout_initiation : public timeout_initiation_executor<Initiation>
 {
 public:
     timeout_initiation(Initiation initiation,
@@ -204,6 +216,21 @@ private:
     boost::asio::cancellation_type type_;
 };
 
+// The wrapped token's return_type, if its async_result has one (redirect_error and
+// experimental::as_single ask for it).
+template <class Token, class = void, class... Signatures>
+struct cancel_at_return_type
+{};
+
+template <class Token, class... Signatures>
+struct cancel_at_return_type<
+    Token,
+    std::void_t<typename boost::asio::async_result<Token, Signatures...>::return_type>,
+    Signatures...>
+{
+    using return_type = typename boost::asio::async_result<Token, Signatures...>::return_type;
+};
+
 } // namespace detail
 } // namespace sched
 
@@ -211,9 +238,17 @@ namespace boost::asio {
 
 template <class Token, class Clock, class Executor, class... Signatures>
 struct async_result<sched::cancel_at_t<Token, Clock, Executor>, Signatures...>
+    : sched::detail::cancel_at_return_type<Token, void, Signatures...>
 {
+    // Declared with its type, so that a caller that tries an overload it cannot take (a deferred
+    // sequence tries a const one) sees a substitution failure rather than an error in the body.
     template <class Initiation, class RawToken, class... Args>
     static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args)
+        -> decltype(async_initiate<Token, Signatures...>(
+            std::declval<
+                sched::detail::timeout_initiation<std::decay_t<Initiation>, Clock, Executor>>(),
+            token.token(),
+            std::forward<Args>(args)...))
     {
         return async_initiate<Token, Signatures...>(
             sched::detail::timeout_initiation<std::decay_t<Initiation>, Clock, Executor>(

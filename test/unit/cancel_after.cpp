@@ -7,9 +7,14 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detail/handler_cont_helpers.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution.hpp>
+#include <boost/asio/experimental/promise.hpp>
+#include <boost/asio/experimental/use_promise.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -38,6 +43,7 @@
 #include "support/counting_allocator.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
+#include "support/promise_waiter.hpp"
 #include "support/recycler_probe.hpp"
 #include "support/wait.hpp"
 
@@ -98,6 +104,14 @@ struct parking_operation
             *on = std::this_thread::get_id();
         });
     }
+};
+
+// A handler that tells Asio it continues its caller's chain of operations.
+struct continuing_handler
+{
+    void operator()(error_code) const {}
+
+    friend bool asio_handler_is_continuation(continuing_handler*) { return true; }
 };
 
 } // namespace
@@ -213,6 +227,77 @@ BOOST_FIXTURE_TEST_CASE(an_operation_on_another_context_readies_it_for_the_emiss
     BOOST_TEST_REQUIRE(parked.has_value());
     std::move (*parked)(error_code(boost::asio::error::operation_aborted));
     BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+}
+
+// The wrapped operation's initiation names its executor, so a promise made through cancel_after
+// completes there, as one made without it does (not on Asio's system executor).
+BOOST_FIXTURE_TEST_CASE(a_promise_through_it_completes_on_the_operations_executor,
+                        cancel_after_fixture)
+{
+    auto promise = scheduler.async_wait(
+        1s, sched::cancel_after(scheduler, 1h, boost::asio::experimental::use_promise));
+    BOOST_TEST(
+        (std::is_same_v<decltype(promise),
+                        boost::asio::experimental::promise<
+                            void(error_code), sched::test::manual_scheduler::executor_type>>));
+    sched::test::promise_waiter waiter(io);
+    waiter.wait_on(promise);
+    manual_clock::advance(1s);
+    run_to_end();
+    BOOST_TEST(waiter.ran_on_io_with(error_code())); // success, on the io_context
+    BOOST_TEST(pool.queue().size() == 0u);           // the timeout went with the operation
+}
+
+// A chain of deferred operations takes cancel_after as its token (the chain first tries the
+// initiation as a const object, which must fail quietly), and the timeout bounds the whole chain.
+BOOST_FIXTURE_TEST_CASE(a_chain_of_deferred_operations_takes_it, cancel_after_fixture)
+{
+    auto chain = scheduler.async_wait(1s, boost::asio::deferred([this](error_code) {
+                                          return scheduler.async_wait(1s, boost::asio::deferred);
+                                      }));
+    std::move(chain)(sched::cancel_after(scheduler, 10s, on_done()));
+    manual_clock::advance(1s);
+    complete_one(); // the first wait's completion starts the second
+    BOOST_TEST(completions == 0);
+    manual_clock::advance(1s);
+    run_to_end();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(completions == 1);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
+// redirect_error takes cancel_after as its inner token (it asks the inner token's return type).
+BOOST_FIXTURE_TEST_CASE(redirect_error_takes_it_as_its_inner_token, cancel_after_fixture)
+{
+    error_code redirected;
+    bool ran = false;
+    scheduler.async_wait(
+        1h, boost::asio::redirect_error(sched::cancel_after(scheduler, 1s, [&] { ran = true; }),
+                                        redirected));
+    manual_clock::advance(1s);
+    settle(pool);
+    run_to_end();
+    BOOST_TEST(ran);
+    BOOST_TEST((redirected == boost::asio::error::operation_aborted));
+}
+
+// The handler the operation gets says what the caller's handler says of continuing its chain
+// (Asio schedules a continuation's completion more cheaply).
+BOOST_FIXTURE_TEST_CASE(the_wrapped_handler_passes_on_the_continuation_hint, cancel_after_fixture)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    bool continuing = false;
+    auto token = sched::cancel_after(scheduler, 1h, continuing_handler{});
+    boost::asio::async_initiate<decltype(token), void(error_code)>(
+        [&](auto handler) {
+            continuing = boost_asio_handler_cont_helpers::is_continuation(handler);
+            parked.emplace(std::move(handler));
+        },
+        token);
+    BOOST_TEST(continuing);
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code());
+    BOOST_TEST(pool.queue().size() == 0u);
 }
 
 // A deadline is an I/O object: the emission goes to its executor (here another io_context's),

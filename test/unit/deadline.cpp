@@ -12,7 +12,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -21,6 +20,7 @@
 #include "support/counting_allocator.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/io_fixture.hpp"
+#include "support/promise_waiter.hpp"
 #include "support/wait.hpp"
 
 using namespace std::chrono_literals;
@@ -430,18 +430,11 @@ BOOST_FIXTURE_TEST_CASE(a_promise_completes_on_the_deadlines_executor, deadline_
     BOOST_TEST(
         (std::is_same_v<decltype(promise), boost::asio::experimental::promise<
                                                void(error_code), manual_deadline::executor_type>>));
-    std::atomic<bool> ran{false};
-    std::atomic<bool> on_io{false};
-    promise([&](error_code ec) {
-        on_io = io.get_executor().running_in_this_thread();
-        result = ec;
-        ran = true;
-    });
+    sched::test::promise_waiter waiter(io);
+    waiter.wait_on(promise);
     manual_clock::advance(1s);
     run_to_end();
-    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return ran.load(); }));
-    BOOST_TEST(on_io.load());
-    BOOST_TEST((result && !*result));
+    BOOST_TEST(waiter.ran_on_io_with(error_code())); // success, on the io_context
 }
 
 // As Asio's timers: `as_default_on` rebinds a deadline to another executor type, with its expiry

@@ -12,6 +12,7 @@
 #include <boost/asio/associator.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/detail/handler_cont_helpers.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/post.hpp>
@@ -233,6 +234,12 @@ public:
     cancellation_slot_type get_cancellation_slot() const noexcept { return timeout_->slot(); }
 
     const Handler& handler() const noexcept { return handler_; }
+
+    // Asio's hint that the handler continues its caller's chain of operations, passed on.
+    friend bool asio_handler_is_continuation(timeout_handler* h)
+    {
+        return boost_asio_handler_cont_helpers::is_continuation(h->handler_);
+    }
 
     template <class... Args>
     void operator()(Args&&... args)
