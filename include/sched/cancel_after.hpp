@@ -70,8 +70,10 @@ private:
  * is bound to one; never after the handler has been invoked. As everywhere in Asio, the emission
  * must not run beside the operation's own steps: with several threads running its executor,
  * bind the handler to a strand. So the operation's executor must run for the timeout to take
- * effect (for an operation without one of its own, @p scheduler's io_context). Cancellation
- * emitted on @p token's own slot is passed on to the operation too.
+ * effect (for an operation without one of its own, @p scheduler's io_context). Asio 1.81's
+ * adapter tokens (redirect_error, as_tuple, bind_executor, consign, ...) hide the operation's
+ * executor from the token inside them: put cancel_after outermost on an I/O object's operation.
+ * Cancellation emitted on @p token's own slot is passed on to the operation too.
  *
  * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a
@@ -240,8 +242,9 @@ template <class Token, class Clock, class Executor, class... Signatures>
 struct async_result<sched::cancel_at_t<Token, Clock, Executor>, Signatures...>
     : sched::detail::cancel_at_return_type<Token, void, Signatures...>
 {
-    // Declared with its type, so that a caller that tries an overload it cannot take (a deferred
-    // sequence tries a const one) sees a substitution failure rather than an error in the body.
+    // Declared with its type, so that a caller that only asks the type of a call (a deferred
+    // sequence asks it of an overload it will not take, with a const initiation) does not compile
+    // the body, where that initiation could not be called.
     template <class Initiation, class RawToken, class... Args>
     static auto initiate(Initiation&& initiation, RawToken&& token, Args&&... args)
         -> decltype(async_initiate<Token, Signatures...>(

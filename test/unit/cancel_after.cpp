@@ -67,6 +67,20 @@ struct cancel_after_fixture : sched::test::scheduler_fixture
         };
     }
 
+    // Launches two waits in a row, the second `second` long, under one 10 s timeout, and runs the
+    // first.
+    void launch_two_waits(manual_clock::duration second)
+    {
+        auto chain =
+            scheduler.async_wait(1s, boost::asio::deferred([this, second](error_code) {
+                                     return scheduler.async_wait(second, boost::asio::deferred);
+                                 }));
+        std::move(chain)(sched::cancel_after(scheduler, 10s, on_done()));
+        manual_clock::advance(1s);
+        complete_one(); // the first wait's completion starts the second
+        BOOST_TEST(completions == 0);
+    }
+
     // Checks that the operation is not cancelled before `due` on the clock, and is at `due`.
     void expect_cancelled_at(manual_clock::time_point due)
     {
@@ -249,19 +263,25 @@ BOOST_FIXTURE_TEST_CASE(a_promise_through_it_completes_on_the_operations_executo
 }
 
 // A chain of deferred operations takes cancel_after as its token (the chain first tries the
-// initiation as a const object, which must fail quietly), and the timeout bounds the whole chain.
+// initiation as a const object: its body must not be compiled for that), and the timeout bounds
+// the whole chain. The chain's second wait is `second` long; the first has run.
 BOOST_FIXTURE_TEST_CASE(a_chain_of_deferred_operations_takes_it, cancel_after_fixture)
 {
-    auto chain = scheduler.async_wait(1s, boost::asio::deferred([this](error_code) {
-                                          return scheduler.async_wait(1s, boost::asio::deferred);
-                                      }));
-    std::move(chain)(sched::cancel_after(scheduler, 10s, on_done()));
-    manual_clock::advance(1s);
-    complete_one(); // the first wait's completion starts the second
-    BOOST_TEST(completions == 0);
+    launch_two_waits(1s);
     manual_clock::advance(1s);
     run_to_end();
     BOOST_TEST((result && !*result));
+    BOOST_TEST(completions == 1);
+    BOOST_TEST(pool.queue().size() == 0u); // the timeout went with the chain
+}
+
+BOOST_FIXTURE_TEST_CASE(a_chain_of_deferred_operations_is_bounded_as_a_whole, cancel_after_fixture)
+{
+    launch_two_waits(1h);
+    manual_clock::advance(9s); // the timeout is due, 10 s after the chain began
+    settle(pool);
+    run_to_end(); // the emission cancels the second wait
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
     BOOST_TEST(completions == 1);
     BOOST_TEST(pool.queue().size() == 0u);
 }
