@@ -36,7 +36,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <future>
@@ -52,6 +51,7 @@
 #include "support/counter.hpp"
 #include "support/counting_allocator.hpp"
 #include "support/io_fixture.hpp"
+#include "support/promise_waiter.hpp"
 #include "support/recycler_probe.hpp"
 #include "support/wait.hpp"
 
@@ -324,17 +324,12 @@ BOOST_FIXTURE_TEST_CASE(use_promise_starts_at_once_and_cancels_when_destroyed, t
 // gives as its own (as Asio's I/O objects do): the promise's waiters run on the io_context.
 BOOST_FIXTURE_TEST_CASE(use_promise_completes_on_the_schedulers_executor, tokens_fixture)
 {
-    counter completions;
-    std::atomic<bool> on_io{false};
     auto promise = scheduler.async_wait(1s, boost::asio::experimental::use_promise);
-    promise([&](error_code) {
-        on_io = io.get_executor().running_in_this_thread();
-        completions.increment();
-    });
+    sched::test::promise_waiter waiter(io);
+    waiter.wait_on(promise);
     manual_clock::advance(1s);
     run_to_end();
-    BOOST_TEST_REQUIRE(completions.wait_for_at_least(1));
-    BOOST_TEST(on_io.load());
+    BOOST_TEST(waiter.ran_on_io_with(error_code())); // success, on the io_context
 }
 
 // Boost 1.81's yield_context cannot take a completion signature that starts with an
