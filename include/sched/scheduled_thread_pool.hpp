@@ -106,11 +106,13 @@ public:
     using executor_type = basic_pool_executor<Clock, std::allocator<void>, 0>;
 
     /// Starts @p threads workers with default options.
-    /** @throws std::invalid_argument if @p threads is 0. */
+    /** @throws std::invalid_argument if @p threads is 0.
+     *  @throws std::length_error if 8,191 pools (of any clock) are alive already. */
     explicit basic_scheduled_thread_pool(std::size_t threads);
 
     /// Starts `options.threads` workers.
-    /** @throws std::invalid_argument if `options.threads` is 0. */
+    /** @throws std::invalid_argument if `options.threads` is 0.
+     *  @throws std::length_error if 8,191 pools (of any clock) are alive already. */
     explicit basic_scheduled_thread_pool(pool_options options);
 
     /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
@@ -402,6 +404,8 @@ private:
     // the leader's io_context may not be running.
     static constexpr std::chrono::milliseconds lead_grace{10};
 
+    // The number its tasks name it by; registered first and freed last, once no task names it.
+    const detail::registered_owner registration_;
     const pool_options options_;
     queue_type queue_;
     std::atomic<run_state> state_{run_state::running};

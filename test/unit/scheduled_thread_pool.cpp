@@ -24,6 +24,7 @@
 #endif
 
 #include "support/counter.hpp"
+#include "support/full_owner_registry.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/resident_memory.hpp"
 #include "support/wait.hpp"
@@ -254,6 +255,17 @@ BOOST_AUTO_TEST_CASE(a_nan_delay_throws_invalid_argument_and_schedules_nothing)
 BOOST_AUTO_TEST_CASE(zero_threads_throw_invalid_argument)
 {
     BOOST_CHECK_THROW(manual_pool(0), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_pool_beyond_the_8191_alive_throws_length_error)
+{
+    manual_pool first(1);
+    sched::test::full_owner_registry full; // with `first`, 8,191 pools alive
+    BOOST_CHECK_THROW(manual_pool(1), std::length_error);
+    (void)full.free_one();
+    manual_pool next(1);
+    BOOST_TEST(next.submit([] { return 7; }).get() == 7);
+    BOOST_TEST(first.submit([] { return 8; }).get() == 8);
 }
 
 BOOST_AUTO_TEST_CASE(fixed_rate_runs_the_kth_time_at_initial_plus_k_periods)

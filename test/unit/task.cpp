@@ -44,6 +44,9 @@ public:
 
     counter told;
     std::binary_semaphore may_go_on{0};
+    // The number its tasks name it by.
+    const sched::detail::registered_owner registration{
+        static_cast<sched::detail::task_owner<clock_type>*>(this)};
 };
 
 struct nothing
@@ -52,11 +55,11 @@ struct nothing
 };
 
 // A one-shot task owned by `owner`, with one reference: the test's.
-task_type* make_task(sched::detail::task_owner<clock_type>* owner)
+task_type* make_task(const holding_owner& owner)
 {
     using impl = sched::detail::task_impl<nothing, void, clock_type, false>;
     return impl::create({}, nothing{}, sched::detail::period_kind::one_shot,
-                        sched::detail::no_schedule{}, 1, owner);
+                        sched::detail::no_schedule{}, 1, owner.registration.number());
 }
 
 } // namespace
@@ -69,7 +72,7 @@ BOOST_AUTO_TEST_CASE(a_cancel_stays_transient_until_its_owner_has_been_told,
     for (const bool interrupt : {false, true})
     {
         holding_owner owner;
-        task_type* t = make_task(&owner);
+        task_type* t = make_task(owner);
         std::jthread canceller([&] { (void)t->cancel(interrupt); });
         BOOST_TEST_REQUIRE(owner.told.wait_for_at_least(1));
         const future_state transient =
@@ -105,7 +108,7 @@ BOOST_AUTO_TEST_CASE(a_cancel_stays_transient_until_its_owner_has_been_told,
 BOOST_AUTO_TEST_CASE(disown_waits_for_a_cancel_that_found_the_owner, *boost::unit_test::timeout(60))
 {
     holding_owner owner;
-    task_type* t = make_task(&owner);
+    task_type* t = make_task(owner);
     std::jthread canceller([&] { (void)t->cancel(false); });
     BOOST_TEST_REQUIRE(owner.told.wait_for_at_least(1));
     std::atomic<bool> leaving{false};
@@ -130,7 +133,7 @@ BOOST_AUTO_TEST_CASE(disown_waits_for_a_cancel_that_found_the_owner, *boost::uni
 BOOST_AUTO_TEST_CASE(a_cancel_after_disown_tells_no_one_and_ends_at_once)
 {
     holding_owner owner;
-    task_type* t = make_task(&owner);
+    task_type* t = make_task(owner);
     t->disown();
     BOOST_TEST(t->cancel(false));
     BOOST_TEST(owner.told.value() == 0);
@@ -142,7 +145,7 @@ BOOST_AUTO_TEST_CASE(a_cancel_after_disown_tells_no_one_and_ends_at_once)
 BOOST_AUTO_TEST_CASE(only_the_first_cancel_wins_and_tells_the_owner)
 {
     holding_owner owner;
-    task_type* t = make_task(&owner);
+    task_type* t = make_task(owner);
     owner.may_go_on.release(); // the first tell goes straight through
     BOOST_TEST(t->cancel(true));
     BOOST_TEST(!t->cancel(false));

@@ -12,10 +12,11 @@ namespace sched::detail {
 // What the Asio front needs of a pool beyond its public interface.
 struct pool_access
 {
+    // The number that the pool's tasks name it by (see owner_registry).
     template <class Clock>
-    static task_owner<Clock>& owner(basic_scheduled_thread_pool<Clock>& pool) noexcept
+    static owner_registry::number owner(basic_scheduled_thread_pool<Clock>& pool) noexcept
     {
-        return pool;
+        return pool.registration_.number();
     }
 
     // Queues a new task holding the runner's reference, which the pool takes over; returns

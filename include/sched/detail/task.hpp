@@ -5,6 +5,7 @@
 #include <sched/future_state.hpp>
 
 #include <sched/detail/deferred_completions.hpp>
+#include <sched/detail/owner_registry.hpp>
 #include <sched/detail/parking.hpp>
 #include <sched/detail/periodic_schedule.hpp>
 #include <sched/detail/timed_wait.hpp>
@@ -81,20 +82,27 @@ public:
     future_state state() const noexcept { return state_.load(); }
     bool is_done() const noexcept { return state() != future_state::pending; }
     bool is_cancelled() const noexcept { return state() >= future_state::cancelling; }
-    bool is_periodic() const noexcept { return kind_ != period_kind::one_shot; }
-    period_kind kind() const noexcept { return kind_; }
+    bool is_periodic() const noexcept { return kind() != period_kind::one_shot; }
+    period_kind kind() const noexcept
+    {
+        return period_kind((owner_word_.load(std::memory_order_relaxed) & kind_mask) >> kind_shift);
+    }
 
-    // A detached run hands the task back to its owner, which then reads the state: a cancel()
-    // either finds the owner or is seen there (both sequentially consistent, as cancel() is).
-    void set_owner(task_owner<Clock>* owner) noexcept { owner_.store(owner); }
+    // A detached run hands the task (which has no owner) back to the owner registered as
+    // `owner`, which then reads the state: a cancel() either finds the owner or is seen there
+    // (both sequentially consistent, as cancel() is).
+    void set_owner(owner_registry::number owner) noexcept
+    {
+        owner_word_.fetch_or(std::uint16_t(owner << owner_shift));
+    }
 
     // The owner lets go of a task that may outlive it, pending or not: a cancel() from now on
     // tells no one. Returns once a cancel() that found the owner has finished with it.
     void disown() noexcept
     {
-        // Sequentially consistent, as cancel()'s transition and load: either that load sees
-        // null, or await_canceller() sees the transition.
-        owner_.store(nullptr);
+        // Sequentially consistent, as cancel()'s transition and load: either that load sees no
+        // owner, or await_canceller() sees the transition.
+        owner_word_.fetch_and(std::uint16_t(~owner_mask));
         await_canceller();
     }
 
@@ -109,8 +117,12 @@ public:
             return false;
         note_cancelled();
         wake_waiters();
-        if (task_owner<Clock>* owner = owner_.load())
-            owner->on_cancelled(*this); // without a reference, the task may be gone after
+        if (const auto owner = owner_registry::number(owner_word_.load() >> owner_shift))
+        {
+            // Still registered: the owner disowns the task before it goes, and waits for this.
+            static_cast<task_owner<Clock>*>(owner_registry::find(owner))->on_cancelled(*this);
+            // Without a reference, the task may be gone now.
+        }
         else
             end_cancel();
         // Only once the cancel has ended: a stop callback may shut the pool down or destroy it,
@@ -210,7 +222,7 @@ public:
     {
         if (!settled())
         {
-            waiters_.store(true);
+            owner_word_.fetch_or(waiting_bit);
             parking_slot& slot = parking_slot_for(this);
             std::unique_lock lock(slot.mutex);
             slot.completed.wait(lock, [this] { return settled(); });
@@ -223,7 +235,7 @@ public:
     {
         if (settled())
             return true;
-        waiters_.store(true);
+        owner_word_.fetch_or(waiting_bit);
         parking_slot& slot = parking_slot_for(this);
         std::unique_lock lock(slot.mutex);
         while (!settled())
@@ -233,8 +245,10 @@ public:
     }
 
 protected:
-    task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
-        : refs_(refs), kind_(kind), owner_(owner)
+    // `owner` is the number of the owner's registration (see owner_registry).
+    task(period_kind kind, std::uint32_t refs, owner_registry::number owner) noexcept
+        : refs_(refs),
+          owner_word_(std::uint16_t(owner << owner_shift | std::uint16_t(kind) << kind_shift))
     {}
 
     virtual ~task() = default;
@@ -287,9 +301,9 @@ private:
 
     void wake_waiters() const noexcept
     {
-        // With wait(): the waiter stores waiters_ then loads state_, we store state_ then load
-        // waiters_ (all sequentially consistent), so one of us sees the other's store.
-        if (waiters_.load())
+        // With wait(): the waiter sets waiting_bit then loads state_, we store state_ then load
+        // the bit (all sequentially consistent), so one of us sees the other's store.
+        if (owner_word_.load() & waiting_bit)
         {
             parking_slot& slot = parking_slot_for(this);
             {
@@ -299,14 +313,23 @@ private:
         }
     }
 
+    // Three parts in one atomic word, so that the task stays small (issue 6's W2): waiting_bit,
+    // set once a thread waits for the outcome; the kind, which never changes; the owner's number
+    // (0: none), which only the runner sets and clears. Not bit-fields beside the runner's: those
+    // are written without atomics, and other threads write here.
+    static constexpr std::uint16_t waiting_bit = 1;
+    static constexpr int kind_shift = 1;
+    static constexpr std::uint16_t kind_mask = 3 << kind_shift;
+    static constexpr int owner_shift = 3;
+    static constexpr std::uint16_t owner_mask = std::uint16_t(~0u << owner_shift);
+    static_assert(owner_registry::capacity <= owner_mask >> owner_shift);
+
     std::atomic<std::uint32_t> refs_;
     std::atomic<future_state> state_{future_state::pending};
-    mutable std::atomic<bool> waiters_{false};
-    const period_kind kind_;
     bool body_released_ : 1 = false; // runner only
     bool shut_down_ : 1 = false;     // runner only
     bool unobserved_ : 1 = false;    // set before the task is queued
-    std::atomic<task_owner<Clock>*> owner_;
+    mutable std::atomic<std::uint16_t> owner_word_;
 };
 
 // A task's outcome: the value or the exception. It is stored where the body was (the derived
@@ -326,7 +349,7 @@ public:
     }
 
 protected:
-    result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
+    result_task(period_kind kind, std::uint32_t refs, owner_registry::number owner) noexcept
         : task<Clock>(kind, refs, owner)
     {}
 
@@ -380,7 +403,7 @@ public:
     }
 
 protected:
-    result_task(period_kind kind, std::uint32_t refs, task_owner<Clock>* owner) noexcept
+    result_task(period_kind kind, std::uint32_t refs, owner_registry::number owner) noexcept
         : task<Clock>(kind, refs, owner)
     {}
 

@@ -228,7 +228,7 @@ public:
                              period_kind kind,
                              const schedule_type& schedule,
                              std::uint32_t refs,
-                             task_owner<Clock>* owner)
+                             owner_registry::number owner)
     {
         allocator_type alloc(a);
         const typename allocator_traits::pointer p = allocator_traits::allocate(alloc, 1);
@@ -325,7 +325,7 @@ private:
               period_kind kind,
               const schedule_type& schedule,
               std::uint32_t refs,
-              task_owner<Clock>* owner)
+              owner_registry::number owner)
         : result_task<R, Clock>(kind, refs, owner), schedule_(schedule), alloc_(alloc)
     {
         ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));

@@ -50,8 +50,9 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(std::size_t thre
 
 template <class Clock>
 basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options options)
-    : options_(std::move(options)), link_(std::make_shared<detail::owner_link<Clock>>(
-                                        static_cast<detail::task_owner<Clock>&>(*this)))
+    : registration_(static_cast<detail::task_owner<Clock>*>(this)), options_(std::move(options)),
+      link_(std::make_shared<detail::owner_link<Clock>>(
+          static_cast<detail::task_owner<Clock>&>(*this)))
 {
     if (options_.threads == 0)
         throw std::invalid_argument("scheduled_thread_pool: needs at least one thread");
@@ -283,7 +284,8 @@ auto basic_scheduled_thread_pool<Clock>::make_and_queue(
     return decorate(std::forward<F>(f), [&]<class Body>(Body&& body) {
         using task_impl = detail::task_impl<std::decay_t<Body>, R, Clock, Periodic>;
         // Two references: the future's, and the runner's, which queue_new() hands on.
-        task_impl* t = task_impl::create({}, std::forward<Body>(body), kind, schedule, 2, this);
+        task_impl* t = task_impl::create({}, std::forward<Body>(body), kind, schedule, 2,
+                                         registration_.number());
         future_type<R> future(t);
         if (unobserved)
             t->mark_unobserved();
@@ -309,7 +311,7 @@ void basic_scheduled_thread_pool<Clock>::queue_function(F&& f, const Allocator& 
             // the outcome.
             task_impl* t = task_impl::create(
                 {}, function_body{detail::stored_with(a, std::forward<Body>(body))},
-                detail::period_kind::one_shot, detail::no_schedule{}, 1, this);
+                detail::period_kind::one_shot, detail::no_schedule{}, 1, registration_.number());
             queue_new(*t, Clock::now());
         });
     }
@@ -490,7 +492,7 @@ bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception_ptr error) noexcept
 {
-    t.set_owner(this); // a detached run unsets it (see detail::owner_link)
+    t.set_owner(registration_.number()); // a detached run unsets it (see detail::owner_link)
     after_run(task_ptr(&t, false), std::move(error));
     finish_pending(); // the worker that detached the run left it counted
 }

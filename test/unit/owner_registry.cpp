@@ -1,0 +1,55 @@
+#include <sched/detail/owner_registry.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <stdexcept>
+
+#include "support/full_owner_registry.hpp"
+
+using sched::detail::owner_registry;
+using sched::detail::registered_owner;
+
+BOOST_AUTO_TEST_SUITE(test_owner_registry)
+
+BOOST_AUTO_TEST_CASE(each_owner_gets_a_number_of_its_own_that_finds_it)
+{
+    int a = 0;
+    int b = 0;
+    const registered_owner first(&a);
+    const registered_owner second(&b);
+    BOOST_TEST(first.number() != 0);
+    BOOST_TEST(second.number() != 0);
+    BOOST_TEST(first.number() != second.number());
+    BOOST_TEST(owner_registry::find(first.number()) == &a);
+    BOOST_TEST(owner_registry::find(second.number()) == &b);
+}
+
+BOOST_AUTO_TEST_CASE(a_freed_number_is_given_again)
+{
+    int a = 0;
+    int b = 0;
+    owner_registry::number freed = 0;
+    {
+        const registered_owner first(&a);
+        freed = first.number();
+    }
+    const registered_owner second(&b); // the lowest free number
+    BOOST_TEST(second.number() == freed);
+    BOOST_TEST(owner_registry::find(freed) == &b);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_registry_refuses_with_length_error_until_a_number_is_freed)
+{
+    sched::test::full_owner_registry full;
+    // Other tests' owners (none are alive as the suites run) would hold the rest.
+    BOOST_TEST_REQUIRE(full.size() > 0u);
+    BOOST_TEST(full.size() <= owner_registry::capacity);
+    int owner = 0;
+    BOOST_CHECK_THROW(registered_owner{&owner}, std::length_error);
+    const owner_registry::number freed = full.free_one();
+    const registered_owner again(&owner);
+    BOOST_TEST(again.number() == freed);
+    BOOST_TEST(owner_registry::find(freed) == &owner);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
