@@ -8,9 +8,9 @@ namespace sched::detail {
 
 namespace {
 
-std::mutex registry_mutex; // adders and removers; find() takes no lock
+constinit std::mutex registry_mutex; // adders and removers; find() takes no lock
 // No number below it is free. Guarded by registry_mutex.
-owner_registry::number lowest_free = 1;
+constinit owner_registry::number lowest_free = 1;
 
 } // namespace
 

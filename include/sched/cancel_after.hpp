@@ -174,6 +174,7 @@ public:
         }
         catch (...)
         {
+            t->disown();  // the handler, if the initiation kept it, may outlive the pool
             t->release(); // the runner's: never queued
             throw;
         }

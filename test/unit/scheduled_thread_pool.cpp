@@ -259,13 +259,16 @@ BOOST_AUTO_TEST_CASE(zero_threads_throw_invalid_argument)
 
 BOOST_AUTO_TEST_CASE(a_pool_beyond_the_8191_alive_throws_length_error)
 {
-    manual_pool first(1);
+    auto first = std::make_unique<manual_pool>(1);
     sched::test::full_owner_registry full; // with `first`, 8,191 pools alive
     BOOST_CHECK_THROW(manual_pool(1), std::length_error);
+    first.reset(); // a pool that goes frees its number
+    manual_pool second(1);
     (void)full.free_one();
-    manual_pool next(1);
-    BOOST_TEST(next.submit([] { return 7; }).get() == 7);
-    BOOST_TEST(first.submit([] { return 8; }).get() == 8);
+    BOOST_CHECK_THROW(manual_pool(0), std::invalid_argument); // and so does one that failed
+    manual_pool third(1);
+    BOOST_TEST(third.submit([] { return 7; }).get() == 7);
+    BOOST_TEST(second.submit([] { return 8; }).get() == 8); // each task finds its own pool
 }
 
 BOOST_AUTO_TEST_CASE(fixed_rate_runs_the_kth_time_at_initial_plus_k_periods)

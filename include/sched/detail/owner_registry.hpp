@@ -8,8 +8,9 @@ namespace sched::detail {
 
 // The task owners (pools) alive now, each by a number from 1 to `capacity`: a task names its
 // owner by number, in a few bits of a word it has anyway, rather than by an 8-byte pointer
-// (issue 6's W2: bytes per pending task). One registry for the whole process, in the compiled
-// library, so that every shared object that uses the headers agrees on the numbers.
+// (issue 6's W2: bytes per pending task). It lives in the compiled library: a process must link
+// one copy of that (a shared libsched if several shared objects use sched), as for the parking
+// slots that futures wait on.
 class owner_registry
 {
 public:

@@ -11,6 +11,7 @@
 #include <sched/detail/timed_wait.hpp>
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -93,6 +94,7 @@ public:
     // (both sequentially consistent, as cancel() is).
     void set_owner(owner_registry::number owner) noexcept
     {
+        assert((owner_word_.load(std::memory_order_relaxed) & owner_mask) == 0);
         owner_word_.fetch_or(std::uint16_t(owner << owner_shift));
     }
 
@@ -120,6 +122,7 @@ public:
         if (const auto owner = owner_registry::number(owner_word_.load() >> owner_shift))
         {
             // Still registered: the owner disowns the task before it goes, and waits for this.
+            assert(owner_registry::find(owner) != nullptr);
             static_cast<task_owner<Clock>*>(owner_registry::find(owner))->on_cancelled(*this);
             // Without a reference, the task may be gone now.
         }
