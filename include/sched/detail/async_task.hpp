@@ -524,7 +524,9 @@ private:
                W&& work,
                const allocator_type& alloc,
                const options& opts)
-        : base(opts.kind, opts.held ? 2 : 1, pool_access::owner(pool)), // the runner's [, held]
+        : base(opts.kind,
+               opts.held ? 2 : 1,
+               pool_access::owner_number(pool)), // the runner's [, held]
           queued_completion(&run_queued), work_(std::forward<W>(work)),
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation: from its

@@ -14,7 +14,7 @@ struct pool_access
 {
     // The number that the pool's tasks name it by (see owner_registry).
     template <class Clock>
-    static owner_registry::number owner(basic_scheduled_thread_pool<Clock>& pool) noexcept
+    static owner_registry::number owner_number(basic_scheduled_thread_pool<Clock>& pool) noexcept
     {
         return pool.registration_.number();
     }

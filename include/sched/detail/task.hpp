@@ -122,8 +122,9 @@ public:
         if (const auto owner = owner_registry::number(owner_word_.load() >> owner_shift))
         {
             // Still registered: the owner disowns the task before it goes, and waits for this.
-            assert(owner_registry::find(owner) != nullptr);
-            static_cast<task_owner<Clock>*>(owner_registry::find(owner))->on_cancelled(*this);
+            void* const found = owner_registry::find(owner);
+            assert(found != nullptr);
+            static_cast<task_owner<Clock>*>(found)->on_cancelled(*this);
             // Without a reference, the task may be gone now.
         }
         else

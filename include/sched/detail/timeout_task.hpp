@@ -155,7 +155,7 @@ private:
                  const IoExecutor& io_ex,
                  scheduler_service<Clock>& io_service,
                  boost::asio::cancellation_type type)
-        : task<Clock>(period_kind::one_shot, 2, pool_access::owner(pool)), type_(type),
+        : task<Clock>(period_kind::one_shot, 2, pool_access::owner_number(pool)), type_(type),
           io_service_(io_service), executor_(ex), io_executor_(io_ex)
     {}
 
