@@ -15,6 +15,7 @@ constinit owner_registry::number lowest_free = 1;
 } // namespace
 
 constinit std::atomic<void*> owner_registry::owners_[capacity + 1]{};
+constinit std::atomic<std::uint32_t> owner_registry::pins_[capacity + 1]{};
 
 owner_registry::number owner_registry::add(void* owner)
 {
@@ -32,8 +33,10 @@ owner_registry::number owner_registry::add(void* owner)
 
 void owner_registry::remove(number n) noexcept
 {
+    owners_[n].store(nullptr); // sequentially consistent: see pin()
+    for (std::uint32_t pins = pins_[n].load(); pins != 0; pins = pins_[n].load())
+        pins_[n].wait(pins);
     const std::lock_guard lock(registry_mutex);
-    owners_[n].store(nullptr, std::memory_order_relaxed);
     lowest_free = std::min(lowest_free, n);
 }
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
+#include <type_traits>
 #include <vector>
 
 namespace sched {
@@ -74,10 +75,13 @@ public:
     class node
     {
     public:
-        /// When the task is due if it is queued, or was last due if it has left the queue, or
-        /// would have been due if push_if() refused it.
-        time_point due_time() const noexcept
+        /// When the task was last due, once it has left the queue (taken, removed, cleared), or
+        /// would have been due if push_if() refused it (the clock's epoch before its first push);
+        /// nullopt while it is queued, here or elsewhere (ask its queue: due_time()).
+        std::optional<time_point> last_due_time() const noexcept
         {
+            if (heap_index_.load(std::memory_order_relaxed) != not_queued)
+                return std::nullopt;
             return time_point(duration(due_.load(std::memory_order_relaxed)));
         }
 
@@ -144,6 +148,10 @@ public:
     /** The pointer may leave the queue at once through another thread. */
     node* peek();
     const node* peek() const;
+
+    /// When @p task is due, if it is queued here; nullopt if it is not (see
+    /// node::last_due_time()). Takes the lock that guards it.
+    std::optional<time_point> due_time(const node& task) const noexcept;
 
     /// Adds @p task, due at @p due (Java's offer/add/put: it never blocks; the queue grows).
     /**
@@ -248,8 +256,9 @@ public:
     std::size_t drain(OutputIt out,
                       std::size_t max_tasks = std::numeric_limits<std::size_t>::max());
 
-    /// Moves every queued task, due or not, for which `pred(node&)` holds to @p out, in the
-    /// order they would have come out, in one lock hold.
+    /// Moves every queued task, due or not, for which `pred(node&)` (or `pred(node&, due)`, given
+    /// the task's due time) holds to @p out, in the order they would have come out, in one lock
+    /// hold.
     /**
      * Takes O(n + k log k) for n queued tasks of which k match; with a far tier, every far task
      * first moves to the main heap, O(f log n) for f of them. @p pred runs under the queue's
@@ -439,9 +448,17 @@ private:
         std::pair<time_point, time_point> second_and_third_due() const noexcept;
         // The entry that comes out first of those that `skip` does not name; null if none.
         const entry* first_except(const node* skip) const noexcept;
-        // Moves out every entry whose task `pred` holds for, in due order (see remove_if()).
+        // Moves out every entry that `pred` holds for, in due order (see remove_if()).
         template <class Predicate, class OutputIt>
         std::size_t remove_if(Predicate& pred, OutputIt& out);
+        template <class Predicate>
+        static bool matches(Predicate& pred, const entry& e)
+        {
+            if constexpr (std::is_invocable_v<Predicate&, node&, time_point>)
+                return pred(*e.task, e.due);
+            else
+                return pred(*e.task);
+        }
         // Unqueues every task and hands over the array that held them (no memory needed).
         auto release() noexcept
         {
@@ -616,7 +633,11 @@ private:
             spin_ == duration::zero() ? detail::saturating_add(due, slack_) : due, grace_);
     }
     void wake_all() noexcept;
-    bool remove_locked(node& task) noexcept;
+    // Calls found(tasks, at, main_locked) under the lock of the heap that holds `task`, `at`
+    // being its position in `tasks`: its shard's lock only (main_locked false), or the main lock
+    // and perhaps every shard's. Returns what found() returned; false if `task` is not queued.
+    template <class Self, class Found>
+    static bool locate(Self& self, const node& task, Found found) noexcept;
     // Under the lock: the queue holds no task (the far tier counts only once closed).
     bool empty_locked() const noexcept;
     std::size_t size_locked() const noexcept;

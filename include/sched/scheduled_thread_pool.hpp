@@ -323,6 +323,10 @@ private:
     // the task stays counted as pending until it comes back.
     bool run(task_ptr t, const std::stop_token& stop);
     void finish_run(task_type& t, std::exception_ptr error) noexcept override;
+    std::optional<time_point> queued_due_time(const task_type& t) const noexcept override
+    {
+        return queue_.due_time(t);
+    }
     // The end of a run: re-queues a periodic task or retires the task, then after_execute.
     void after_run(task_ptr t, std::exception_ptr error) noexcept;
     // What a run threw, to the error sink; without one, to std::cerr unless a future or
@@ -387,9 +391,9 @@ private:
     // What an executor function run inside execute() threw: to the error sink and after_execute.
     void after_inline_run(std::exception_ptr error) noexcept;
 
-    // Takes every queued task matching pred out of the queue, in due order, with the queue's
-    // references. Out of memory, it takes what it could (every task that left the queue is in
-    // the result) and sets `failure`; it does not throw.
+    // Takes every queued task for which pred(task, due) holds out of the queue, in due order,
+    // with the queue's references. Out of memory, it takes what it could (every task that left
+    // the queue is in the result) and sets `failure`; it does not throw.
     template <class Predicate>
     std::vector<task_ptr> take_queued(Predicate pred, std::exception_ptr& failure);
     // Room enough for every queued task, and for some pushed meanwhile.
@@ -404,8 +408,8 @@ private:
     // the leader's io_context may not be running.
     static constexpr std::chrono::milliseconds lead_grace{10};
 
-    // The number its tasks name it by; registered first and freed last, once no task names it.
-    const detail::registered_owner registration_;
+    // The number its tasks name it by; registered first, closed once no task names it.
+    detail::registered_owner registration_;
     const pool_options options_;
     queue_type queue_;
     std::atomic<run_state> state_{run_state::running};

@@ -400,7 +400,7 @@ private:
         if (n.state() == timer_task_state::cancelled)
             return; // cancelled while queued: dropped as it comes due
         std::optional<schedule_type>& schedule = n.schedule();
-        const time_point due = n.due_time();
+        const time_point due = *n.last_due_time(); // taken: not queued
         const time_point started = Clock::now();
         std::optional<basic_tick<Clock>> tick;
         if (!schedule)

@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(push_if_adds_only_what_its_predicate_allows)
         std::runtime_error);
     BOOST_TEST(queue.size() == 1u);
     BOOST_TEST(id_of(queue.peek()) == 1);
-    BOOST_TEST(a.due_time() == at(10s));
+    BOOST_TEST((queue.due_time(a) == at(10s)));
 }
 
 BOOST_AUTO_TEST_CASE(pushing_a_queued_task_throws_and_changes_nothing)
@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(pushing_a_queued_task_throws_and_changes_nothing)
     BOOST_CHECK_THROW(other.push(a, 1s), std::invalid_argument);
     BOOST_TEST(queue.size() == 1u);
     BOOST_TEST(other.empty());
-    BOOST_TEST(a.due_time() == at(10s));
+    BOOST_TEST((queue.due_time(a) == at(10s)));
 }
 
 BOOST_AUTO_TEST_CASE(negative_delay_is_due_now)
@@ -161,7 +161,7 @@ BOOST_AUTO_TEST_CASE(negative_delay_is_due_now)
     auto& a = make(1);
     manual_clock::advance(100s);
     queue.push(a, -5s);
-    BOOST_TEST(a.due_time() == at(100s));
+    BOOST_TEST((queue.due_time(a) == at(100s)));
     BOOST_TEST(id_of(queue.poll()) == 1);
 }
 
@@ -197,9 +197,9 @@ BOOST_AUTO_TEST_CASE(huge_delays_saturate_to_never)
     queue.push(b, manual_clock::duration::max());
     queue.push(c, std::chrono::duration<double>(1e300));
     queue.push(d, 1s);
-    BOOST_TEST(a.due_time() == manual_clock::time_point::max());
-    BOOST_TEST(b.due_time() == manual_clock::time_point::max());
-    BOOST_TEST(c.due_time() == manual_clock::time_point::max());
+    BOOST_TEST((queue.due_time(a) == manual_clock::time_point::max()));
+    BOOST_TEST((queue.due_time(b) == manual_clock::time_point::max()));
+    BOOST_TEST((queue.due_time(c) == manual_clock::time_point::max()));
     // "Never" does not hold back what is due.
     manual_clock::advance(1s);
     BOOST_TEST(poll_all() == (std::vector<int>{4}), boost::test_tools::per_element());
@@ -375,6 +375,73 @@ BOOST_AUTO_TEST_CASE(remove_if_takes_matching_tasks_due_or_not_in_queue_order)
         BOOST_TEST(id % 3 != 0);
     for (node* n : out) // removed tasks are unqueued and can be pushed again
         BOOST_TEST(queue.push(*n, 1s) == (n == out.front()));
+}
+
+BOOST_AUTO_TEST_CASE(remove_if_may_ask_for_each_tasks_due_time)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    queue.push(a, 30s);
+    queue.push(b, 10s);
+    queue.push(c, 20s);
+    std::vector<node*> out;
+    std::vector<manual_clock::time_point> asked;
+    BOOST_TEST(queue.remove_if(
+                   [&](node&, manual_clock::time_point due) {
+                       asked.push_back(due);
+                       return due >= at(20s);
+                   },
+                   std::back_inserter(out)) == 2u);
+    std::sort(asked.begin(), asked.end());
+    BOOST_TEST((asked == std::vector{at(10s), at(20s), at(30s)}));
+    BOOST_TEST(out.size() == 2u);
+    BOOST_TEST(id_of(queue.peek()) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(due_time_asks_the_queue_and_last_due_time_the_task_that_left_it)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    auto& c = make(3);
+    BOOST_TEST((a.last_due_time() == manual_clock::time_point{})); // never pushed
+    BOOST_TEST(!queue.due_time(a));
+    queue.push(a, 10s);
+    queue.push(b, 5s);
+    BOOST_TEST((queue.due_time(a) == at(10s)));
+    BOOST_TEST((queue.due_time(b) == at(5s)));
+    BOOST_TEST(!a.last_due_time()); // queued: its queue knows
+    queue_type other;
+    BOOST_TEST(!other.due_time(a)); // queued elsewhere
+    BOOST_TEST(queue.reschedule(a, at(20s)));
+    BOOST_TEST((queue.due_time(a) == at(20s)));
+    BOOST_TEST(queue.remove(a));
+    BOOST_TEST(!queue.due_time(a));
+    BOOST_TEST((a.last_due_time() == at(20s)));
+    manual_clock::advance(5s);
+    BOOST_TEST(id_of(queue.poll()) == 2);
+    BOOST_TEST((b.last_due_time() == at(5s)));
+    BOOST_TEST(!queue.push_if(c, at(7s), [] { return false; }));
+    BOOST_TEST((c.last_due_time() == at(7s))); // when it would have been due
+    queue.push(a, 1s);
+    BOOST_TEST(queue.clear() == 1u);
+    BOOST_TEST((a.last_due_time() == at(6s)));
+}
+
+BOOST_AUTO_TEST_CASE(due_time_finds_a_task_in_the_far_tier_and_after_it_moved)
+{
+    queue.set_far_tier(1s, 2);
+    auto& a = make(1);
+    BOOST_TEST(!queue.push(a, 10s)); // far: the main heap's head is the far tier's marker
+    BOOST_TEST((queue.due_time(a) == at(10s)));
+    BOOST_TEST(!a.last_due_time());
+    manual_clock::advance(9s + 600ms); // the far tasks due within the horizon move
+    BOOST_TEST(queue.poll() == nullptr);
+    BOOST_TEST((queue.due_time(a) == at(10s)));
+    manual_clock::advance(400ms);
+    BOOST_TEST(id_of(queue.poll()) == 1);
+    BOOST_TEST(!queue.due_time(a));
+    BOOST_TEST((a.last_due_time() == at(10s)));
 }
 
 BOOST_AUTO_TEST_CASE(remove_if_removes_nothing_when_the_predicate_throws)

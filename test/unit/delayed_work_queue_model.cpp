@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -53,9 +54,11 @@ struct model_fixture : sched::test::manual_clock_fixture
     model_heap model;
     std::vector<model_heap::handle_type> handles;
     std::vector<bool> queued;
+    // When each task was last due once it left the queue (the epoch before its first push).
+    std::vector<manual_clock::time_point> last_due;
     std::uint64_t pushes = 0;
 
-    model_fixture() : handles(task_count), queued(task_count, false)
+    model_fixture() : handles(task_count), queued(task_count, false), last_due(task_count)
     {
         for (int i = 0; i < task_count; ++i)
             tasks.push_back(std::make_unique<test_task>(i));
@@ -80,8 +83,33 @@ struct model_fixture : sched::test::manual_clock_fixture
             if (got < 0)
                 return;
             BOOST_TEST_REQUIRE(got == model.top().id);
-            model.pop();
-            queued[static_cast<std::size_t>(got)] = false;
+            leaves(got);
+        }
+    }
+
+    // The model's top leaves, as its task has left the queue.
+    void leaves(int id)
+    {
+        last_due[static_cast<std::size_t>(id)] = model.top().due;
+        model.pop();
+        queued[static_cast<std::size_t>(id)] = false;
+    }
+
+    // The queue's due time of a task, and its last one, agree with the model.
+    void check_due_times(int id)
+    {
+        const auto i = static_cast<std::size_t>(id);
+        const std::optional<manual_clock::time_point> due = queue.due_time(*tasks[i]);
+        const std::optional<manual_clock::time_point> last = tasks[i]->last_due_time();
+        if (queued[i])
+        {
+            BOOST_TEST_REQUIRE((due == (*handles[i]).due));
+            BOOST_TEST_REQUIRE(!last);
+        }
+        else
+        {
+            BOOST_TEST_REQUIRE(!due);
+            BOOST_TEST_REQUIRE((last == last_due[i]));
         }
     }
 
@@ -106,16 +134,21 @@ struct model_fixture : sched::test::manual_clock_fixture
         // Few distinct delays, so that equal due times (FIFO) are common.
         std::uniform_int_distribution<int> pick_delay(0, 40);
         constexpr int operations = 200000;
-        int removes = 0, pops = 0, drains = 0;
+        int removes = 0, reschedules = 0, pops = 0, drains = 0;
         for (int op = 0; op < operations; ++op)
         {
             const int kind = pick_op(random);
             const int id = pick_task(random);
             const auto i = static_cast<std::size_t>(id);
-            if (kind < 50)
+            if (kind < 45)
             {
                 if (!queued[i])
                     push(id, std::chrono::milliseconds(pick_delay(random) * 50));
+            }
+            else if (kind < 50)
+            {
+                reschedule(id, std::chrono::milliseconds(pick_delay(random) * 50));
+                ++reschedules;
             }
             else if (kind < 75)
             {
@@ -123,6 +156,7 @@ struct model_fixture : sched::test::manual_clock_fixture
                 BOOST_TEST_REQUIRE(queue.remove(*tasks[i]) == queued[i]);
                 if (queued[i])
                 {
+                    last_due[i] = (*handles[i]).due;
                     model.erase(handles[i]);
                     queued[i] = false;
                     ++removes;
@@ -138,6 +172,7 @@ struct model_fixture : sched::test::manual_clock_fixture
             {
                 BOOST_TEST_REQUIRE(id_of(queue.peek()) == (model.empty() ? -1 : model.top().id));
                 BOOST_TEST_REQUIRE(queue.size() == model.size());
+                check_due_times(id);
             }
             else
             {
@@ -150,8 +185,7 @@ struct model_fixture : sched::test::manual_clock_fixture
                     BOOST_TEST_REQUIRE(!model.empty());
                     BOOST_TEST_REQUIRE(id_of(n) == model.top().id);
                     BOOST_TEST_REQUIRE((model.top().due <= manual_clock::now()));
-                    model.pop();
-                    queued[static_cast<std::size_t>(id_of(n))] = false;
+                    leaves(id_of(n));
                 }
                 BOOST_TEST_REQUIRE(
                     (out.size() == 5u || model.empty() || model.top().due > manual_clock::now()));
@@ -162,8 +196,9 @@ struct model_fixture : sched::test::manual_clock_fixture
         poll_due();
         BOOST_TEST(queue.empty());
         BOOST_TEST(model.empty());
-        BOOST_TEST_MESSAGE(operations << " operations: " << removes << " removes, " << pops
-                                      << " poll rounds, " << drains << " drains");
+        BOOST_TEST_MESSAGE(operations << " operations: " << removes << " removes, " << reschedules
+                                      << " reschedules, " << pops << " poll rounds, " << drains
+                                      << " drains");
         BOOST_TEST(removes > 10000); // the mix really exercised remove()
     }
 };

@@ -2,11 +2,16 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "support/full_owner_registry.hpp"
+#include "support/wait.hpp"
 
 using sched::detail::owner_registry;
+using sched::detail::pinned_owner;
 using sched::detail::registered_owner;
 
 BOOST_AUTO_TEST_SUITE(test_owner_registry)
@@ -50,6 +55,30 @@ BOOST_AUTO_TEST_CASE(a_full_registry_refuses_with_length_error_until_a_number_is
     const registered_owner again(&owner);
     BOOST_TEST(again.number() == freed);
     BOOST_TEST(owner_registry::find(freed) == &owner);
+}
+
+BOOST_AUTO_TEST_CASE(a_pin_holds_the_owner_registered_until_it_ends, *boost::unit_test::timeout(60))
+{
+    int a = 0;
+    registered_owner owner(&a);
+    const owner_registry::number n = owner.number();
+    std::optional<pinned_owner> pin(std::in_place, n);
+    BOOST_TEST(pin->get() == &a);
+    std::atomic<bool> closed{false};
+    std::thread closer([&] {
+        owner.close();
+        closed = true;
+    });
+    // Closing hides the owner from new pins at once, and then waits for the pin.
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return owner_registry::find(n) == nullptr; }));
+    BOOST_TEST(pinned_owner(n).get() == nullptr);
+    BOOST_TEST(!closed);
+    pin.reset();
+    closer.join();
+    BOOST_TEST(closed);
+    owner.close(); // once only: the number may be someone else's now
+    const registered_owner next(&a);
+    BOOST_TEST(next.number() == n);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

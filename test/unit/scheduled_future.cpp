@@ -5,17 +5,21 @@
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "support/blocking_call.hpp"
 #include "support/counter.hpp"
 #include "support/millisecond_clock.hpp"
 #include "support/pool_fixture.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::future_state;
@@ -175,6 +179,59 @@ BOOST_AUTO_TEST_CASE(delay_saturates_for_a_task_due_at_the_dawn_of_time)
     BOOST_TEST(f.get() == 1); // at once
     manual_clock::advance(1s);
     BOOST_TEST((f.delay() == manual_clock::duration::min()));
+}
+
+BOOST_AUTO_TEST_CASE(delay_follows_a_periodic_task_from_run_to_run)
+{
+    counter runs;
+    auto f = pool.schedule_at_fixed_rate(5s, 10s, [&] { runs.increment(); });
+    BOOST_TEST((f.delay() == 5s));
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    // Queued again, due at 15 s (while it ran: its last due time, 5 s).
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return f.delay() == 10s; }));
+    BOOST_TEST(f.cancel());
+    manual_clock::advance(1s);
+    BOOST_TEST((f.delay() == 9s)); // out of the queue: still its last due time
+}
+
+// The queue's lock is taken through the pool, which a destructor on another thread may take
+// apart meanwhile: a read finds the task queued there, or finds its last due time.
+BOOST_AUTO_TEST_CASE(delay_read_while_the_pool_goes_finds_the_due_time,
+                     *boost::unit_test::timeout(120))
+{
+    std::vector<sched::scheduled_future<void>> futures;
+    std::atomic<int> passes{0};
+    std::atomic<int> wrong{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> readers;
+    {
+        sched::scheduled_thread_pool steady(1);
+        for (int i = 0; i < 1000; ++i)
+            futures.push_back(steady.schedule(1h + i * 1ms, [] {}));
+        for (int r = 0; r < 2; ++r)
+            readers.emplace_back([&] {
+                while (!stop)
+                {
+                    for (const auto& f : futures)
+                    {
+                        const auto left = f.delay();
+                        if (left < 50min || left > 1h + 1s)
+                            ++wrong;
+                    }
+                    ++passes;
+                }
+            });
+        BOOST_TEST_REQUIRE(sched::test::eventually([&] { return passes >= 2; }));
+    } // destroyed as they read
+    const int before = passes;
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return passes >= before + 2; }));
+    stop = true;
+    for (std::thread& reader : readers)
+        reader.join();
+    BOOST_TEST(wrong == 0);
+    for (const auto& f : futures)
+        BOOST_TEST(f.is_cancelled()); // dropped by the pool's shutdown_now()
 }
 
 BOOST_AUTO_TEST_CASE(is_periodic_tells_periodic_from_one_shot)

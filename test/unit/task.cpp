@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <semaphore>
 #include <thread>
 
@@ -41,6 +42,11 @@ public:
     }
 
     void finish_run(task_type&, std::exception_ptr) noexcept override {}
+
+    std::optional<clock_type::time_point> queued_due_time(const task_type&) const noexcept override
+    {
+        return std::nullopt; // it queues nothing
+    }
 
     counter told;
     std::binary_semaphore may_go_on{0};

@@ -23,29 +23,84 @@ public:
     // registered already.
     static number add(void* owner);
 
-    // Frees `n`: no task names it any more.
+    // Frees `n`: no task names it any more. Waits for the pins of it to end first.
     static void remove(number n) noexcept;
 
     // The owner registered as `n` (not 0), which is still registered.
     static void* find(number n) noexcept { return owners_[n].load(std::memory_order_acquire); }
 
+    // The owner registered as `n` (not 0), which may be removed meanwhile: non-null, it stays
+    // registered until unpin(n). Null: `n` is free (unpin() is not called then).
+    static void* pin(number n) noexcept
+    {
+        // Sequentially consistent, as remove()'s: either this load sees the owner gone, or
+        // remove() sees this pin.
+        pins_[n].fetch_add(1);
+        void* const owner = owners_[n].load();
+        if (!owner)
+            unpin(n);
+        return owner;
+    }
+
+    static void unpin(number n) noexcept
+    {
+        if (pins_[n].fetch_sub(1, std::memory_order_release) == 1)
+            pins_[n].notify_all();
+    }
+
 private:
     static std::atomic<void*> owners_[capacity + 1];
+    static std::atomic<std::uint32_t> pins_[capacity + 1];
 };
 
-// An owner's registration, for as long as it lives.
+// A pin of the owner that a task names (see owner_registry::pin()).
+class pinned_owner
+{
+public:
+    explicit pinned_owner(owner_registry::number n) noexcept
+        : number_(n), owner_(owner_registry::pin(n))
+    {}
+    pinned_owner(const pinned_owner&) = delete;
+    pinned_owner& operator=(const pinned_owner&) = delete;
+    ~pinned_owner()
+    {
+        if (owner_)
+            owner_registry::unpin(number_);
+    }
+
+    // Null: no owner has that number.
+    void* get() const noexcept { return owner_; }
+
+private:
+    const owner_registry::number number_;
+    void* const owner_;
+};
+
+// An owner's registration, until close() or its destruction.
 class registered_owner
 {
 public:
     explicit registered_owner(void* owner) : number_(owner_registry::add(owner)) {}
     registered_owner(const registered_owner&) = delete;
     registered_owner& operator=(const registered_owner&) = delete;
-    ~registered_owner() { owner_registry::remove(number_); }
+    ~registered_owner() { close(); }
 
     owner_registry::number number() const noexcept { return number_; }
 
+    // Frees the number, once no pin holds it: for an owner that must stay whole while pinned,
+    // called before it starts to come apart. No task may name it any more.
+    void close() noexcept
+    {
+        if (!closed_)
+        {
+            closed_ = true;
+            owner_registry::remove(number_);
+        }
+    }
+
 private:
     const owner_registry::number number_;
+    bool closed_ = false;
 };
 
 } // namespace sched::detail

@@ -56,7 +56,10 @@ struct pool_access
         const typename basic_scheduled_thread_pool<Clock>::termination_hold hold(pool);
         std::exception_ptr failure; // out of memory: what could not be taken stays queued
         for (auto& t : pool.take_queued(
-                 [context](const task<Clock>& t) { return t.context() == context; }, failure))
+                 [context](const task<Clock>&t, typename Clock::time_point) {
+                     return t.context() == context;
+                 },
+                 failure))
             pool.retire_cancelled(std::move(t));
         pool.stop_if_idle();
         return !failure;

@@ -17,6 +17,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stop_token>
 #include <thread>
 #include <utility>
@@ -48,6 +49,10 @@ public:
 
     // A detached run has ended: takes back the runner's reference to `t`, which is not queued.
     virtual void finish_run(task<Clock>& t, std::exception_ptr error) noexcept = 0;
+
+    // When `t` is due if the owner's queue holds it; nullopt if not (see task::due_time()).
+    virtual std::optional<typename Clock::time_point>
+    queued_due_time(const task<Clock>& t) const noexcept = 0;
 
 protected:
     ~task_owner() = default;
@@ -84,6 +89,32 @@ public:
     bool is_done() const noexcept { return state() != future_state::pending; }
     bool is_cancelled() const noexcept { return state() >= future_state::cancelling; }
     bool is_periodic() const noexcept { return kind() != period_kind::one_shot; }
+
+    // When the task is due if it is queued (read under its queue's lock, so never called under
+    // it), or was last due if not.
+    time_point due_time() const noexcept
+    {
+        for (;;)
+        {
+            if (const std::optional<time_point> last = this->last_due_time())
+                return *last;
+            // Queued: by its owner, which disowns it only once it has left the queue, and closes
+            // its registration only once it has disowned every task. If the task still names the
+            // owner once pinned, the owner is its own and is there until unpinned.
+            if (const auto owner = owner_registry::number(owner_word_.load() >> owner_shift))
+            {
+                const pinned_owner pinned(owner);
+                if (pinned.get() && owner_word_.load() >> owner_shift == owner)
+                {
+                    if (const std::optional<time_point> due =
+                            static_cast<const task_owner<Clock>*>(pinned.get())
+                                ->queued_due_time(*this))
+                        return *due;
+                }
+            }
+            // It left the queue meanwhile: its last due time is there now.
+        }
+    }
     period_kind kind() const noexcept
     {
         return period_kind((owner_word_.load(std::memory_order_relaxed) & kind_mask) >> kind_shift);

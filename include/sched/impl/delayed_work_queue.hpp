@@ -451,47 +451,70 @@ template <class Clock>
 template <class OnRemove>
 bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noexcept
 {
+    return locate(*this, task, [&](heap& tasks, std::size_t at, bool main_locked) {
+        if (&tasks == &heap_)
+        {
+            if (&task == &marker_)
+                return false;
+            heap_.remove_at(at);
+            // A thread that leads wakes early, once, and sleeps again; an external leader must
+            // know, or its io_context would wait for it with no task left to take.
+            if (at == 0 && external_)
+                elect(true);
+        }
+        else
+            tasks.remove_at(at); // the marker may now be early: harmless
+        on_remove(main_locked && empty_locked());
+        return true;
+    });
+}
+
+template <class Clock>
+auto basic_delayed_work_queue<Clock>::due_time(const node& task) const noexcept
+    -> std::optional<time_point>
+{
+    std::optional<time_point> due;
+    (void)locate(*this, task, [&](const heap& tasks, std::size_t at, bool) {
+        due = tasks[at].due;
+        return true;
+    });
+    return due;
+}
+
+template <class Clock>
+template <class Self, class Found>
+bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found found) noexcept
+{
     // A far task while the tier is open: under its shard's lock only.
     const std::size_t recorded = task.heap_index_.load(std::memory_order_relaxed);
     const std::size_t number = heap_number(recorded);
     if (recorded != not_queued && number != 0)
     {
-        if (number > shards_.size())
+        if (number > self.shards_.size())
             return false; // queued elsewhere
-        shard& s = *shards_[number - 1];
+        shard& s = *self.shards_[number - 1];
         std::lock_guard shard_lock(s.mutex);
-        if (far_open_.load(std::memory_order_relaxed))
+        if (self.far_open_.load(std::memory_order_relaxed))
         {
             if (const std::optional<std::size_t> at = s.tasks.find(task))
-            {
-                s.tasks.remove_at(*at); // the marker may now be early: harmless
-                on_remove(false);
-                return true;
-            }
+                return found(s.tasks, *at, false);
         }
     }
     // Otherwise under the main lock: the task may have moved to the main heap meanwhile, or be
     // on its way into a shard (every shard's lock then waits for that), or the tier is closed.
-    std::lock_guard lock(mutex_);
-    if (remove_locked(task))
-    {
-        on_remove(empty_locked());
-        return true;
-    }
-    if (shards_.empty() || heap_number(task.heap_index_.load(std::memory_order_relaxed)) == 0)
+    std::lock_guard lock(self.mutex_);
+    if (const std::optional<std::size_t> at = self.heap_.find(task))
+        return found(self.heap_, *at, true);
+    if (self.shards_.empty() || heap_number(task.heap_index_.load(std::memory_order_relaxed)) == 0)
         return false;
-    const shards_lock far(*this);
+    const shards_lock far(self);
     const std::size_t now_recorded = task.heap_index_.load(std::memory_order_relaxed);
     const std::size_t now_number = heap_number(now_recorded);
-    if (now_recorded == not_queued || now_number == 0 || now_number > shards_.size())
+    if (now_recorded == not_queued || now_number == 0 || now_number > self.shards_.size())
         return false;
-    heap& tasks = shards_[now_number - 1]->tasks;
+    heap& tasks = self.shards_[now_number - 1]->tasks;
     const std::optional<std::size_t> at = tasks.find(task);
-    if (!at)
-        return false;
-    tasks.remove_at(*at);
-    on_remove(empty_locked());
-    return true;
+    return at && found(tasks, *at, true);
 }
 
 template <class Clock>
@@ -619,20 +642,6 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
 }
 
 template <class Clock>
-bool basic_delayed_work_queue<Clock>::remove_locked(node& task) noexcept
-{
-    const std::optional<std::size_t> i = heap_.find(task);
-    if (!i || &task == &marker_)
-        return false;
-    heap_.remove_at(*i);
-    // A thread that leads wakes early, once, and sleeps again; an external leader must know, or
-    // its io_context would wait for it with no task left to take.
-    if (*i == 0 && external_)
-        elect(true);
-    return true;
-}
-
-template <class Clock>
 bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noexcept
 {
     std::lock_guard lock(mutex_);
@@ -703,7 +712,7 @@ std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt 
     }
     const std::size_t removed = heap_.remove_if(pred, out);
     // Removing tasks can only make the head later: no waiter needs waking, but an external
-    // leader must know (see remove_locked()).
+    // leader must know (see remove()).
     if (external_)
         elect(true);
     return removed;
@@ -939,7 +948,7 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
     {
         for (std::size_t i = 0; i < n; ++i)
         {
-            if (!pred(*entries_[i].task))
+            if (!matches(pred, entries_[i]))
                 std::swap(entries_[kept++], entries_[i]);
         }
     }

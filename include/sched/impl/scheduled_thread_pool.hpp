@@ -106,6 +106,9 @@ basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
     // Asio's services (strands, say) go while the pool's members are still there.
     boost::asio::execution_context::shutdown();
     boost::asio::execution_context::destroy();
+    // No task names the pool now; a due_time() that pinned it reads the queue, which it waits
+    // for.
+    registration_.close();
 }
 
 template <class Clock>
@@ -195,8 +198,8 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
             return;
         // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
         dropped = take_queued(
-            [this](const task_type& t) {
-                return t.state() != future_state::pending || !keeps_after_shutdown(t, t.due_time());
+            [this](const task_type& t, time_point due) {
+                return t.state() != future_state::pending || !keeps_after_shutdown(t, due);
             },
             failure);
         drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for next time
@@ -224,7 +227,7 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
         try
         {
             never_ran.reserve(room_for_queued()); // before any task leaves the queue
-            taken = take_queued([](const task_type&) { return true; }, failure);
+            taken = take_queued([](const task_type&, time_point) { return true; }, failure);
         }
         catch (...) // out of memory: every task stays queued, for the next call
         {
@@ -679,8 +682,9 @@ auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::except
         const auto adopt = [&](typename queue_type::node* n) {
             tasks.emplace_back(&as_task(*n), false); // takes over the queue's reference
         };
-        queue_.remove_if([&](typename queue_type::node& n) { return pred(as_task(n)); },
-                         boost::make_function_output_iterator(adopt));
+        queue_.remove_if(
+            [&](typename queue_type::node& n, time_point due) { return pred(as_task(n), due); },
+            boost::make_function_output_iterator(adopt));
     }
     catch (...) // out of memory: the tasks not taken stay queued; those taken are handled
     {
