@@ -51,7 +51,8 @@ namespace sched {
  * A due time of `time_point::max()` means "never": such a task stays queued until removed, even
  * if the clock reaches that time.
  *
- * @tparam Clock A std::chrono clock, std::chrono::steady_clock by default.
+ * @tparam Clock A std::chrono clock, std::chrono::steady_clock by default, whose duration counts
+ * ticks in a signed 64-bit integer (as every standard clock's does).
  *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: Safe; every member function may be called from any
@@ -64,6 +65,10 @@ public:
     using clock_type = Clock;
     using duration = typename Clock::duration;
     using time_point = typename Clock::time_point;
+    static_assert(std::is_integral_v<typename duration::rep> &&
+                      std::is_signed_v<typename duration::rep> &&
+                      sizeof(typename duration::rep) == sizeof(std::int64_t),
+                  "delayed_work_queue: the clock must count ticks in a signed 64-bit integer");
 
     /// Children per heap entry (entry i has children arity·i+1 … arity·i+arity). Chosen by
     /// measurement (docs/performance.md): eight keep the heap shallow, so arming and cancelling
@@ -77,12 +82,15 @@ public:
     public:
         /// When the task was last due, once it has left the queue (taken, removed, cleared), or
         /// would have been due if push_if() refused it (the clock's epoch before its first push);
-        /// nullopt while it is queued, here or elsewhere (ask its queue: due_time()).
+        /// nullopt while it is queued, here or elsewhere (ask its queue: due_time()). Exact, but
+        /// for the 2^48 ticks from 2^62 ticks before the epoch (in nanoseconds, 3.3 days 146
+        /// years before it), which read as the tick before them.
         std::optional<time_point> last_due_time() const noexcept
         {
-            if (heap_index_.load(std::memory_order_relaxed) != not_queued)
+            const std::int64_t recorded = place_.load(std::memory_order_relaxed);
+            if (is_place(recorded))
                 return std::nullopt;
-            return time_point(duration(due_.load(std::memory_order_relaxed)));
+            return time_point(duration(recorded));
         }
 
     protected:
@@ -94,11 +102,12 @@ public:
     private:
         friend class basic_delayed_work_queue;
 
-        // Where the task is queued (its heap's number and its position there: see heap), or
-        // not_queued. Written under the lock of the heap that holds it; atomic so that a remover
-        // may read it before taking that lock, and another queue to refuse the task.
-        std::atomic<std::size_t> heap_index_{not_queued};
-        std::atomic<typename duration::rep> due_{0};
+        // Where the task is queued (its heap's number and its position there: see place_of()),
+        // or when it was last due: one word, so that the due time of a queued task lives in its
+        // heap's entry only (issue 6's W2: bytes per pending task). Written under the lock of
+        // the heap that holds it; atomic so that a remover may read it before taking that lock,
+        // another queue refuse the task, and anyone read its last due time.
+        std::atomic<std::int64_t> place_{0};
         // Push order within its heap, breaking ties of due time (kept by push_again_if());
         // guarded by that heap's lock.
         std::uint64_t seq_ = 0;
@@ -398,19 +407,40 @@ private:
         node* task;
     };
 
-    // A task's recorded heap index is its position in its heap, with the heap's number in the top
-    // byte: 0 for the main heap, 1 + i for shard i of the far tier.
-    static constexpr int index_bits = std::numeric_limits<std::size_t>::digits - 8;
-    static constexpr std::size_t position_mask = (std::size_t(1) << index_bits) - 1;
-    static constexpr std::size_t not_queued = std::numeric_limits<std::size_t>::max();
+    // A node's place_ holds a place or a time. The places are a window of 2^48 values, 2^62 ticks
+    // before the clock's epoch (146 years in nanoseconds): a heap's number in the top 8 bits (0
+    // for the main heap, 1 + i for shard i of the far tier) and the position in that heap in the
+    // lower 40 (a heap of 2^40 entries would need 16 TiB). Every other value is the last due
+    // time's count of ticks; a due time inside the window is recorded as the tick before it.
+    static constexpr int position_bits = 40;
+    static constexpr std::int64_t first_place = -(std::int64_t(1) << 62);
+    static constexpr std::int64_t place_count = std::int64_t(1) << 48;
+    static_assert(max_far_shards < (place_count >> position_bits));
 
-    static std::size_t heap_number(std::size_t recorded) noexcept { return recorded >> index_bits; }
+    static bool is_place(std::int64_t recorded) noexcept
+    {
+        return recorded >= first_place && recorded < first_place + place_count;
+    }
+    static std::int64_t place_of(std::size_t heap_number, std::size_t position) noexcept
+    {
+        return first_place + std::int64_t(heap_number << position_bits | position);
+    }
+    // The number of the heap that a place is in.
+    static std::size_t heap_number(std::int64_t place) noexcept
+    {
+        return std::size_t(place - first_place) >> position_bits;
+    }
+    static std::int64_t recorded_due(time_point due) noexcept
+    {
+        const std::int64_t ticks = due.time_since_epoch().count();
+        return is_place(ticks) ? first_place - 1 : ticks;
+    }
 
     // One d-ary min-heap of entries that records each task's index in it (see above).
     class heap
     {
     public:
-        explicit heap(std::size_t number) noexcept : tag_(number << index_bits) {}
+        explicit heap(std::size_t number) noexcept : first_(place_of(number, 0)) {}
 
         std::size_t size() const noexcept { return entries_.size(); }
         bool empty() const noexcept { return entries_.empty(); }
@@ -420,10 +450,11 @@ private:
         // The position of `task` if this heap holds it (it may be in another heap or queue).
         std::optional<std::size_t> find(const node& task) const noexcept
         {
-            const std::size_t recorded = task.heap_index_.load(std::memory_order_relaxed);
-            const std::size_t i = recorded & position_mask;
-            if ((recorded & ~position_mask) != tag_ || i >= entries_.size() ||
-                entries_[i].task != &task)
+            const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
+            if (!is_place(recorded) || recorded < first_)
+                return std::nullopt;
+            const auto i = std::size_t(recorded - first_);
+            if (i >= entries_.size() || entries_[i].task != &task)
                 return std::nullopt;
             return i;
         }
@@ -463,7 +494,7 @@ private:
         auto release() noexcept
         {
             for (entry& e : entries_)
-                e.task->heap_index_.store(not_queued, std::memory_order_relaxed);
+                e.task->place_.store(recorded_due(e.due), std::memory_order_relaxed);
             return std::exchange(entries_, {});
         }
 
@@ -482,7 +513,7 @@ private:
         void check_invariants(std::size_t touched) const noexcept;
 
         detail::heap_array<entry, arity> entries_;
-        std::size_t tag_; // heap number << index_bits
+        std::int64_t first_; // the place of its first entry
     };
 
     // A heap of the far tier, with its own lock; on a cache line of its own.

@@ -128,7 +128,8 @@ public:
     bool is_periodic() const { return checked().is_periodic(); }
 
     /// Time left until the task is (next) due on the pool's clock; negative once overdue
-    /// (saturating at duration::min() for a task due at time_point::min()).
+    /// (saturating at duration::min() for a task due at time_point::min()). While the task is
+    /// queued, it reads the due time under the lock of its pool's queue.
     duration delay() const
     {
         return detail::saturating_difference(checked().due_time(), Clock::now());

@@ -444,6 +444,32 @@ BOOST_AUTO_TEST_CASE(due_time_finds_a_task_in_the_far_tier_and_after_it_moved)
     BOOST_TEST((a.last_due_time() == at(10s)));
 }
 
+BOOST_AUTO_TEST_CASE(last_due_time_is_exact_but_for_a_window_146_years_before_the_epoch)
+{
+    using time_point = manual_clock::time_point;
+    using duration = manual_clock::duration;
+    const std::int64_t window = -(std::int64_t(1) << 62); // where a task records its place
+    const std::int64_t past_window = window + (std::int64_t(1) << 48);
+    const std::pair<time_point, time_point> pushed_and_read[] = {
+        {time_point::min(), time_point::min()},
+        {time_point::max(), time_point::max()},
+        {time_point{}, time_point{}},
+        {time_point(duration(window - 1)), time_point(duration(window - 1))},
+        {time_point(duration(window)), time_point(duration(window - 1))},
+        {time_point(duration(window + 5)), time_point(duration(window - 1))},
+        {time_point(duration(past_window - 1)), time_point(duration(window - 1))},
+        {time_point(duration(past_window)), time_point(duration(past_window))},
+    };
+    auto& a = make(1);
+    for (const auto& [due, read] : pushed_and_read)
+    {
+        queue.push(a, due);
+        BOOST_TEST((queue.due_time(a) == due)); // exact while queued
+        BOOST_TEST(queue.remove(a));
+        BOOST_TEST((a.last_due_time() == read));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(remove_if_removes_nothing_when_the_predicate_throws)
 {
     auto& tasks = storage;

@@ -55,11 +55,10 @@ struct pool_access
         // They may be a shut-down pool's last tasks: it terminates only once they are ended.
         const typename basic_scheduled_thread_pool<Clock>::termination_hold hold(pool);
         std::exception_ptr failure; // out of memory: what could not be taken stays queued
-        for (auto& t : pool.take_queued(
-                 [context](const task<Clock>&t, typename Clock::time_point) {
-                     return t.context() == context;
-                 },
-                 failure))
+        const auto in_context = [context](const task<Clock>& t, typename Clock::time_point) {
+            return t.context() == context;
+        };
+        for (auto& t : pool.take_queued(in_context, failure))
             pool.retire_cancelled(std::move(t));
         pool.stop_if_idle();
         return !failure;

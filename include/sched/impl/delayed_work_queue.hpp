@@ -151,8 +151,8 @@ std::nullopt_t basic_delayed_work_queue<Clock>::refused(node& task, time_point d
 {
     // Not a task queued here or elsewhere (the push would have thrown): its due time is that
     // queue's.
-    if (task.heap_index_.load(std::memory_order_relaxed) == not_queued)
-        task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
+    if (!is_place(task.place_.load(std::memory_order_relaxed)))
+        task.place_.store(recorded_due(due), std::memory_order_relaxed);
     return std::nullopt;
 }
 
@@ -188,7 +188,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
                                                   shard* far,
                                                   push_order order)
 {
-    if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
+    if (is_place(task.place_.load(std::memory_order_relaxed)))
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     if (far)
     {
@@ -219,7 +219,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
 template <class Clock>
 void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
 {
-    if (task.heap_index_.load(std::memory_order_relaxed) != not_queued)
+    if (is_place(task.place_.load(std::memory_order_relaxed)))
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     (void)s.tasks.push(task, due, s.next_seq++);
     far_task_due(due); // only from push_locked() if earlier, under the main lock
@@ -486,9 +486,9 @@ template <class Self, class Found>
 bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found found) noexcept
 {
     // A far task while the tier is open: under its shard's lock only.
-    const std::size_t recorded = task.heap_index_.load(std::memory_order_relaxed);
-    const std::size_t number = heap_number(recorded);
-    if (recorded != not_queued && number != 0)
+    const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
+    const std::size_t number = is_place(recorded) ? heap_number(recorded) : 0;
+    if (number != 0)
     {
         if (number > self.shards_.size())
             return false; // queued elsewhere
@@ -505,12 +505,15 @@ bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found
     std::lock_guard lock(self.mutex_);
     if (const std::optional<std::size_t> at = self.heap_.find(task))
         return found(self.heap_, *at, true);
-    if (self.shards_.empty() || heap_number(task.heap_index_.load(std::memory_order_relaxed)) == 0)
+    const std::int64_t then_recorded = task.place_.load(std::memory_order_relaxed);
+    if (self.shards_.empty() || !is_place(then_recorded) || heap_number(then_recorded) == 0)
         return false;
     const shards_lock far(self);
-    const std::size_t now_recorded = task.heap_index_.load(std::memory_order_relaxed);
+    const std::int64_t now_recorded = task.place_.load(std::memory_order_relaxed);
+    if (!is_place(now_recorded))
+        return false;
     const std::size_t now_number = heap_number(now_recorded);
-    if (now_recorded == not_queued || now_number == 0 || now_number > self.shards_.size())
+    if (now_number == 0 || now_number > self.shards_.size())
         return false;
     heap& tasks = self.shards_[now_number - 1]->tasks;
     const std::optional<std::size_t> at = tasks.find(task);
@@ -664,7 +667,8 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     }
     // A far task moves within its shard, and the marker (in the main heap while the far tier
     // holds a task) earlier if need be: it then moves to the main heap when it must.
-    const std::size_t number = heap_number(task.heap_index_.load(std::memory_order_relaxed));
+    const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
+    const std::size_t number = is_place(recorded) ? heap_number(recorded) : 0;
     if (number == 0 || number > shards_.size())
         return false;
     shard& s = *shards_[number - 1];
@@ -865,7 +869,6 @@ basic_delayed_work_queue<Clock>::heap::push(node& task, time_point due, std::uin
 {
     entries_.push_back(entry{due, &task}); // first: if it throws, nothing has changed
     task.seq_ = seq;
-    task.due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
     const std::size_t at = sift_up(entries_.size() - 1);
     check_invariants(at);
     return at;
@@ -878,7 +881,6 @@ std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i,
 {
     entries_[i].due = due;
     entries_[i].task->seq_ = seq;
-    entries_[i].task->due_.store(due.time_since_epoch().count(), std::memory_order_relaxed);
     std::size_t at = sift_down(i);
     if (at == i)
         at = sift_up(i);
@@ -966,7 +968,8 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
         {
             *out = entries_[written].task;
             ++out;
-            entries_[written].task->heap_index_.store(not_queued, std::memory_order_relaxed);
+            entries_[written].task->place_.store(recorded_due(entries_[written].due),
+                                                 std::memory_order_relaxed);
         }
     }
     catch (...)
@@ -984,7 +987,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::place(std::size_t i, const entry& e) noexcept
 {
     entries_[i] = e;
-    e.task->heap_index_.store(tag_ | i, std::memory_order_relaxed);
+    e.task->place_.store(first_ + std::int64_t(i), std::memory_order_relaxed);
 }
 
 template <class Clock>
@@ -1033,7 +1036,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::rebuild() noexcept
 {
     for (std::size_t i = 0; i < entries_.size(); ++i)
-        entries_[i].task->heap_index_.store(tag_ | i, std::memory_order_relaxed);
+        entries_[i].task->place_.store(first_ + std::int64_t(i), std::memory_order_relaxed);
     if (entries_.size() > 1)
     {
         for (std::size_t i = (entries_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
@@ -1055,6 +1058,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
 {
     node* const task = entries_[i].task;
+    const std::int64_t left_at = recorded_due(entries_[i].due);
     const entry last = entries_.back();
     entries_.pop_back();
     std::size_t at = i;
@@ -1066,7 +1070,7 @@ void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
         if (at == i)
             at = sift_up(i);
     }
-    task->heap_index_.store(not_queued, std::memory_order_relaxed);
+    task->place_.store(left_at, std::memory_order_relaxed);
     if (entries_.has_spare()) [[unlikely]]
         entries_.release_spare();
     check_invariants(at);
@@ -1081,11 +1085,11 @@ void basic_delayed_work_queue<Clock>::heap::check_invariants(
     // builds stay usable with millions of tasks.
     constexpr std::size_t full_check_limit = 4096;
     const auto check = [this](std::size_t i) {
-        const std::size_t recorded = entries_[i].task->heap_index_.load(std::memory_order_relaxed);
-        if (recorded != (tag_ | i))
+        const std::int64_t recorded = entries_[i].task->place_.load(std::memory_order_relaxed);
+        if (recorded != first_ + std::int64_t(i))
         {
-            std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records index %zu\n", i,
-                         recorded);
+            std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records place %lld\n", i,
+                         static_cast<long long>(recorded));
             std::abort();
         }
         if (i > 0 && earlier(entries_[i], entries_[(i - 1) / arity]))
