@@ -18,6 +18,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -419,6 +420,49 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_to
     BOOST_TEST((clock_type::now() - start < 30s));
     BOOST_TEST(io_hooks == 2);
     BOOST_TEST(ran == (std::vector<std::string>{"first", "other", "second"}),
+               boost::test_tools::per_element());
+}
+
+// The same with one pool: while the hook runs for the first wait, the alarm's other timer (woken
+// for the second wait) runs inside the poll, and takes that pool's link again on the same thread.
+// Before, it locked the link's mutex twice and hung there (a review's finding).
+BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_runs_its_own_pools_next_wait_there,
+                     *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    const std::thread::id io_thread = std::this_thread::get_id();
+    const clock_type::time_point start = clock_type::now();
+    const clock_type::time_point due = start + 100ms;
+    const clock_type::time_point second_due = due + 5ms;
+    int io_hooks = 0; // on the io_context's thread only
+    sched::pool_options polling;
+    polling.threads = 1;
+    polling.before_execute = [&] {
+        if (std::this_thread::get_id() == io_thread && ++io_hooks == 1)
+        {
+            std::this_thread::sleep_until(second_due + 20ms); // the other timer is ready
+            io.poll();
+        }
+    };
+    sched::scheduled_thread_pool pool(polling);
+    sched::test::occupied_worker taken(pool);
+    sched::scheduler scheduler(io, pool);
+    std::vector<std::string> ran;
+    const auto record = [&](const char* name) {
+        return [&ran, name](error_code ec) {
+            ran.push_back(ec ? "error" : name);
+        };
+    };
+    // The later one first: its timer keeps waiting for it as the earlier one takes the other.
+    scheduler.async_wait(second_due, record("second"));
+    scheduler.async_wait(due, record("first"));
+    io.run_for(60s);
+    BOOST_TEST(io.stopped());
+    BOOST_TEST((clock_type::now() - start < 30s));
+    BOOST_TEST(io_hooks == 2);
+    // Once each; the second, if it ran inside the first's hook, ran first (it completed first).
+    std::sort(ran.begin(), ran.end());
+    BOOST_TEST(ran == (std::vector<std::string>{"first", "second"}),
                boost::test_tools::per_element());
 }
 

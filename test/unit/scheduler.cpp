@@ -380,6 +380,45 @@ BOOST_FIXTURE_TEST_CASE(memory_comes_from_the_handlers_allocator_and_is_freed_be
     BOOST_TEST(log.live() == 0);
 }
 
+// The same for a handler that goes unrun, as with Asio's own operations (which move the handler
+// out, free the memory, then let the handler go): a handler may own the arena its allocator
+// serves (Asio's allocation example: a session holds the arena, its handlers the session).
+BOOST_AUTO_TEST_CASE(an_unrun_handler_has_its_allocators_memory_back_before_it_goes)
+{
+    // Records how much of the log's memory was still out as the last handler copy went.
+    class owner
+    {
+    public:
+        owner(const sched::test::allocation_log& log, long& live_at_end) noexcept
+            : log_(log), live_at_end_(live_at_end)
+        {}
+        owner(const owner&) = delete;
+        owner& operator=(const owner&) = delete;
+        ~owner() { live_at_end_ = log_.live(); }
+
+    private:
+        const sched::test::allocation_log& log_;
+        long& live_at_end_;
+    };
+    sched::test::manual_clock_fixture time;
+    manual_pool pool(1);
+    sched::test::allocation_log log;
+    long live_at_end = -1;
+    bool invoked = false;
+    {
+        boost::asio::io_context io;
+        manual_scheduler scheduler(io, pool);
+        scheduler.async_wait(1h, boost::asio::bind_allocator(
+                                     sched::test::counting_allocator<void>(log),
+                                     [&invoked, o = std::make_shared<owner>(log, live_at_end)](
+                                         error_code) { invoked = true; }));
+        BOOST_TEST(log.live() > 0);
+    } // the io_context goes first, and takes the waiting handler with it
+    BOOST_TEST(!invoked);
+    BOOST_TEST(live_at_end == 0);
+    BOOST_TEST(log.live() == 0);
+}
+
 // The same for a handler bound to the pool's executor: the completion that hops there takes its
 // memory from the recycler, so the handler's allocator has one block out at most (the node), as
 // with Asio's own operations: an arena of one slot serves it.

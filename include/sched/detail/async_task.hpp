@@ -800,11 +800,24 @@ private:
             slot.clear();
     }
 
+    // As Asio's operations do, the memory goes back before the handler goes: a handler may own
+    // what its allocator serves (Asio's allocation example: a session holds the arena, and its
+    // handlers hold the session).
     void destroy_self() noexcept
     {
         clear_slot(); // an initiation that failed after connecting the slot
         uncount();
         allocator_type alloc(alloc_); // the handler may have gone
+        std::optional<Handler> handler;
+        if (handler_)
+        {
+            try
+            {
+                handler.emplace(std::move(*handler_));
+            }
+            catch (...) // it goes with the node, then
+            {}
+        }
         this->~async_task();
         std::allocator_traits<allocator_type>::deallocate(alloc, this, 1);
     }

@@ -468,7 +468,8 @@ private:
 };
 
 // The way back to a task's owner for a detached run, which may end after the owner is gone: then
-// the task ends as if the owner had been shut down.
+// the task ends as if the owner had been shut down. A thread inside with_owner() or finish_run()
+// may come back in (a pool's hook that runs the io_context, whose handlers end that pool's runs).
 template <class Clock>
 class owner_link
 {
@@ -479,7 +480,7 @@ public:
     void finish_run(task<Clock>& t, std::exception_ptr error) noexcept
     {
         const deferred_completions after_unlock; // a handler may own the owner: see there
-        std::lock_guard lock(mutex_);            // the owner cannot leave meanwhile
+        const hold held(*this);                  // the owner cannot leave meanwhile
         if (owner_)
             owner_->finish_run(t, std::move(error));
         else
@@ -498,7 +499,7 @@ public:
     void with_owner(F f)
     {
         const deferred_completions after_unlock; // a handler may own the owner: see there
-        std::lock_guard lock(mutex_);
+        const hold held(*this);
         if (owner_)
             f();
     }
@@ -507,7 +508,7 @@ public:
     // before sever() (and f() in with_owner()) happened before this returned.
     bool alive()
     {
-        std::lock_guard lock(mutex_);
+        const hold held(*this);
         return owner_ != nullptr;
     }
 
@@ -519,6 +520,41 @@ public:
     }
 
 private:
+    // Holds the link's lock, unless this thread holds it already (further out on its stack).
+    class hold
+    {
+    public:
+        explicit hold(owner_link& link) noexcept : link_(link), outer_(held_here_)
+        {
+            for (const hold* h = outer_; h; h = h->outer_)
+            {
+                if (&h->link_ == &link)
+                    return;
+            }
+            link.mutex_.lock();
+            locked_ = true;
+            held_here_ = this;
+        }
+        hold(const hold&) = delete;
+        hold& operator=(const hold&) = delete;
+        ~hold()
+        {
+            if (locked_)
+            {
+                held_here_ = outer_;
+                link_.mutex_.unlock();
+            }
+        }
+
+    private:
+        owner_link& link_;
+        const hold* const outer_;
+        bool locked_ = false;
+    };
+
+    // The innermost hold of this thread that locked its link.
+    static inline thread_local const hold* held_here_ = nullptr;
+
     std::mutex mutex_;
     task_owner<Clock>* owner_;
 };
