@@ -26,6 +26,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/blocking_call.hpp"
@@ -297,6 +298,50 @@ BOOST_FIXTURE_TEST_CASE(a_completion_that_cannot_be_posted_destroys_its_handler_
     run_to_end(); // returns: nothing keeps the scheduler's io_context running
     BOOST_TEST(other.run() == 0u);
     BOOST_TEST(!invoked);
+}
+
+// A post that comes once the scheduler's service has shut down (a timeout falling due as its
+// io_context is destroyed) is not made: the context is destroying its handlers unrun, which Asio
+// does without its lock, so a post then would race that (a review's finding).
+BOOST_AUTO_TEST_CASE(a_service_that_has_shut_down_posts_nothing_to_its_context)
+{
+    using service_type = sched::detail::scheduler_service<manual_clock>;
+    // Posts through the service as the context destroys it unrun, after the service shut down.
+    class late_poster
+    {
+    public:
+        late_poster(service_type& service, bool& posted, bool& tried) noexcept
+            : service_(&service), posted_(&posted), tried_(&tried)
+        {}
+        late_poster(late_poster&& other) noexcept
+            : service_(std::exchange(other.service_, nullptr)), posted_(other.posted_),
+              tried_(other.tried_)
+        {}
+        late_poster& operator=(late_poster&&) = delete;
+        ~late_poster()
+        {
+            if (!service_)
+                return;
+            service_->post_here([this] { *posted_ = true; });
+            *tried_ = true;
+        }
+
+        void operator()() const {}
+
+    private:
+        service_type* service_;
+        bool* posted_;
+        bool* tried_;
+    };
+    bool posted = false;
+    bool tried = false;
+    {
+        boost::asio::io_context io;
+        service_type& service = service_type::of(io, &io); // shuts down before Asio's scheduler
+        boost::asio::post(io, late_poster(service, posted, tried));
+    }
+    BOOST_TEST(tried);
+    BOOST_TEST(!posted);
 }
 
 // An executor that refuses the completion with another exception (an empty any_io_executor's

@@ -124,18 +124,7 @@ public:
     }
 
     // An operation may post to this context until finished().
-    void started() noexcept
-    {
-        // The count's step from zero and attach()'s store of io_ are each followed by a load of
-        // the other (all sequentially consistent): at least one side sees the other, and takes
-        // the work. (Weaker orders let both miss: the service then held no work for a live
-        // operation, and run() could return before its handler ran.)
-        if ((live_.fetch_add(1) & ~closing) == 0 && holds_work())
-        {
-            std::lock_guard lock(mutex_);
-            update_work();
-        }
-    }
+    void started() noexcept { note_started(live_.fetch_add(1)); }
 
     // `n` operations (n > 0) may no longer post to this context.
     void finished(std::size_t n = 1) noexcept
@@ -152,7 +141,7 @@ public:
         // this unlocks.
         std::lock_guard lock(mutex_);
         const std::size_t was = live_.fetch_sub(n);
-        if ((was & ~closing) == n)
+        if ((was & ~flags) == n)
         {
             update_work();
             if (was & closing)
@@ -191,11 +180,19 @@ public:
     }
 
     // Runs `post`, which submits a function to this service's context, so that the context
-    // cannot finish shutting down meanwhile (see post_to()).
+    // cannot finish shutting down meanwhile (see post_to()). Once this service has shut down, it
+    // does not run `post`: the context is destroying its handlers unrun, on a thread that a post
+    // would race (a timeout falling due then: a review's finding).
     template <class Post>
     void post_here(Post&& post)
     {
-        started();
+        const std::size_t was = live_.fetch_add(1);
+        if (was & closed)
+        {
+            live_.fetch_sub(1, std::memory_order_relaxed);
+            return;
+        }
+        note_started(was);
         struct finish
         {
             scheduler_service& service;
@@ -205,6 +202,20 @@ public:
     }
 
 private:
+    // The count was `was` as it went up by one.
+    void note_started(std::size_t was) noexcept
+    {
+        // The count's step from zero and attach()'s store of io_ are each followed by a load of
+        // the other (all sequentially consistent): at least one side sees the other, and takes
+        // the work. (Weaker orders let both miss: the service then held no work for a live
+        // operation, and run() could return before its handler ran.)
+        if ((was & ~flags) == 0 && holds_work())
+        {
+            std::lock_guard lock(mutex_);
+            update_work();
+        }
+    }
+
     // Asio shuts a context's services down newest first, with no thread of its own running, and
     // a service shutting down must not be used meanwhile. Until this service has shut down, the
     // workers still use some of the others from their own threads: the strands that handlers and
@@ -269,7 +280,7 @@ private:
         boost::asio::io_context* io = io_.load(std::memory_order_relaxed);
         if (!io)
             return;
-        const bool live = (live_.load() & ~closing) != 0; // see started()
+        const bool live = (live_.load() & ~flags) != 0; // see note_started()
         if (live && !work_)
             work_.emplace(boost::asio::prefer(io->get_executor(),
                                               boost::asio::execution::outstanding_work.tracked));
@@ -302,7 +313,11 @@ private:
         }
         completions_.abandon_all(); // nothing runs the context any more
         std::unique_lock lock(mutex_);
-        drained_.wait(lock, [this] { return live_.load() == closing; });
+        // Closed only with no post under way, in one step: a later post_here() sees it.
+        drained_.wait(lock, [this] {
+            std::size_t drained = closing;
+            return live_.compare_exchange_strong(drained, closing | closed);
+        });
         work_.reset();
         // The alarms' timers go while the context's services are still there.
         for (attached& a : pools_)
@@ -320,8 +335,11 @@ private:
     // Room for shutdown()'s copy of pools_, which it walks without the mutex: attach() makes it,
     // as shutdown() runs in the context's destructor and must not fail. Guarded by mutex_.
     std::vector<attached> closing_pools_;
-    // The number of operations that may post to this context, and the closing bit.
+    // The number of operations that may post to this context, the closing bit (set as shutdown()
+    // begins) and the closed bit (set as it ends).
     static constexpr std::size_t closing = std::size_t(1) << (sizeof(std::size_t) * 8 - 1);
+    static constexpr std::size_t closed = closing >> 1;
+    static constexpr std::size_t flags = closing | closed;
     std::atomic<std::size_t> live_{0};
     // Whether the services of the alarms' timers are older than this one (see services_first()).
     const bool timers_first_;
