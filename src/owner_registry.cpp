@@ -9,7 +9,8 @@ namespace sched::detail {
 namespace {
 
 constinit std::mutex registry_mutex; // adders and removers; find() takes no lock
-// No number below it is free. Guarded by registry_mutex.
+// No number below it is free, but those that remove() is still freeing. Guarded by
+// registry_mutex.
 constinit owner_registry::number lowest_free = 1;
 
 } // namespace
