@@ -9,13 +9,13 @@ namespace sched::detail {
 namespace {
 
 constinit std::mutex registry_mutex; // adders and removers; find() takes no lock
-// No number below it is free, but those that remove() is still freeing. Guarded by
-// registry_mutex.
+// No number below it is free. Guarded by registry_mutex.
 constinit owner_registry::number lowest_free = 1;
 
 } // namespace
 
 constinit std::atomic<void*> owner_registry::owners_[capacity + 1]{};
+constinit char owner_registry::removing_ = 0;
 constinit std::atomic<std::uint32_t> owner_registry::pins_[capacity + 1]{};
 
 owner_registry::number owner_registry::add(void* owner)
@@ -34,10 +34,11 @@ owner_registry::number owner_registry::add(void* owner)
 
 void owner_registry::remove(number n) noexcept
 {
-    owners_[n].store(nullptr); // sequentially consistent: see pin()
+    owners_[n].store(&removing_); // sequentially consistent: see pin()
     for (std::uint32_t pins = pins_[n].load(); pins != 0; pins = pins_[n].load())
         pins_[n].wait(pins);
     const std::lock_guard lock(registry_mutex);
+    owners_[n].store(nullptr, std::memory_order_relaxed);
     lowest_free = std::min(lowest_free, n);
 }
 

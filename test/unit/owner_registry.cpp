@@ -60,8 +60,11 @@ BOOST_AUTO_TEST_CASE(a_full_registry_refuses_with_length_error_until_a_number_is
 BOOST_AUTO_TEST_CASE(a_pin_holds_the_owner_registered_until_it_ends, *boost::unit_test::timeout(60))
 {
     int a = 0;
+    int b = 0;
+    std::optional<registered_owner> before(std::in_place, &b);
     registered_owner owner(&a);
     const owner_registry::number n = owner.number();
+    before.reset(); // a lower number is free: the next owners look from there
     std::optional<pinned_owner> pin(std::in_place, n);
     BOOST_TEST(pin->get() == &a);
     std::atomic<bool> closed{false};
@@ -70,9 +73,13 @@ BOOST_AUTO_TEST_CASE(a_pin_holds_the_owner_registered_until_it_ends, *boost::uni
         closed = true;
     });
     // Closing hides the owner from new pins at once, and then waits for the pin.
-    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return owner_registry::find(n) == nullptr; }));
-    BOOST_TEST(pinned_owner(n).get() == nullptr);
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return pinned_owner(n).get() == nullptr; }));
     BOOST_TEST(!closed);
+    // Meanwhile the number is not free: a new owner's pins would keep that wait going.
+    const registered_owner first_meanwhile(&b);
+    const registered_owner second_meanwhile(&b);
+    BOOST_TEST(first_meanwhile.number() != n);
+    BOOST_TEST(second_meanwhile.number() != n);
     pin.reset();
     closer.join();
     BOOST_TEST(closed);

@@ -23,7 +23,8 @@ public:
     // registered already.
     static number add(void* owner);
 
-    // Frees `n`: no task names it any more. Waits for the pins of it to end first.
+    // Frees `n`: no task names it any more. New pins find no owner at once; the number is free
+    // once the pins of it have ended.
     static void remove(number n) noexcept;
 
     // The owner registered as `n` (not 0), which is still registered.
@@ -37,8 +38,11 @@ public:
         // remove() sees this pin.
         pins_[n].fetch_add(1);
         void* const owner = owners_[n].load();
-        if (!owner)
+        if (!owner || owner == &removing_)
+        {
             unpin(n);
+            return nullptr;
+        }
         return owner;
     }
 
@@ -49,7 +53,10 @@ public:
     }
 
 private:
+    // Each number's owner: null if free, &removing_ while remove() waits for its pins (not free
+    // yet, so that a new owner's pins cannot keep that wait going).
     static std::atomic<void*> owners_[capacity + 1];
+    static char removing_;
     static std::atomic<std::uint32_t> pins_[capacity + 1];
 };
 
