@@ -108,14 +108,16 @@ struct pool_options
     /// pool's threads, on that thread, before after_execute; it must not throw. Empty: the
     /// exceptions that no future or completion handler carries (a periodic task's failures that
     /// its failure_policy lets it survive, execute()'s tasks, executor functions, and the failure
-    /// that ends a task whose futures were all dropped) are written to std::cerr, one line each,
-    /// so that no failure is silent.
+    /// that ends a task whose futures were all dropped, std::bad_alloc for a periodic task that
+    /// cannot go back in the queue included) are written to std::cerr, one line each, so that no
+    /// failure is silent.
     std::function<void(std::exception_ptr)> error_sink;
 
     /// Runs on the worker before each run of a task (Java's beforeExecute); for a scheduler's
     /// wait, and a tick bound to its io_context, on the io_context's thread that takes it (see
-    /// basic_scheduler). A task cancelled while this hook runs does not run (after_execute still
-    /// does).
+    /// basic_scheduler). A task cancelled while this hook runs does not run, nor does one that a
+    /// shutdown meanwhile ends (as Java asks canRunInCurrentRunState after beforeExecute); it
+    /// ends cancelled, and after_execute still runs.
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's

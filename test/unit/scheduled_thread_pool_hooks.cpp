@@ -216,6 +216,33 @@ BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
     BOOST_TEST(hooks.after.value() == 1);
 }
 
+// Nor does one that a shutdown ends while before_execute runs (Java's ScheduledFutureTask.run asks
+// canRunInCurrentRunState after beforeExecute): a periodic task once shutdown() has stopped
+// periodic tasks, any task once shutdown_now() (which hands back only what was still queued). It
+// ends cancelled, and after_execute still follows before_execute (a review's finding: it ran).
+BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
+                       a_task_a_shutdown_ends_while_before_execute_runs_does_not_run,
+                       boost::unit_test::data::make({false, true}),
+                       now)
+{
+    sched::test::blocking_hooks hooks;
+    manual_pool pool(hooks.options()); // periodic tasks stop at shutdown(), as Java's default
+    std::atomic<int> runs{0};
+    manual_future<void> f = now ? pool.schedule(0s, [&] { ++runs; })
+                                : pool.schedule_at_fixed_rate(0s, 1s, [&] { ++runs; });
+    BOOST_TEST_REQUIRE(hooks.entered.wait_for_at_least(1));
+    if (now)
+        BOOST_TEST(pool.shutdown_now().empty()); // taken already
+    else
+        pool.shutdown();
+    hooks.leave.open();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
+    BOOST_TEST(runs.load() == 0);
+    BOOST_TEST(f.is_cancelled());
+    BOOST_TEST(hooks.entered.value() == 1);
+    BOOST_TEST(hooks.after.value() == 1);
+}
+
 // pool_options.hpp: with execute_existing_delayed_tasks_after_shutdown false, shutdown() "drops
 // every one not yet taken by a worker, due or not, execute()'s too". The one worker is busy, so
 // the tasks due now are queued, not taken; with the policy true, they all run.

@@ -13,16 +13,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "support/counter.hpp"
 #include "support/error_log.hpp"
+#include "support/failing_allocation.hpp"
 #include "support/pool_fixture.hpp"
 #include "support/stderr_capture.hpp"
 #include "support/tick_log.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::failure_policy;
@@ -350,6 +354,47 @@ BOOST_AUTO_TEST_CASE(a_failure_that_ends_a_task_with_no_future_left_is_written_t
     const std::string text = captured.text();
     BOOST_TEST(text.find("dropped beat") != std::string::npos);
     BOOST_TEST(text.find("kept beat") == std::string::npos);
+}
+
+// A task that cannot go back in the queue for want of memory ends with std::bad_alloc, which is
+// reported as any failure that ends a task is: a heartbeat's future is often dropped, and it would
+// stop unseen (a review's finding).
+BOOST_AUTO_TEST_CASE(a_periodic_task_that_cannot_be_queued_again_ends_and_the_sink_is_told)
+{
+    error_log errors;
+    sched::pool_options options = sinking_to(errors);
+    options.far_tier_horizon = 0ns; // the fillers go to the main heap, where it goes back
+    manual_pool sinking(options);
+    std::vector<manual_future<void>> fillers;
+    bool full = false;
+    sched::test::counter runs;
+    (void)sinking.schedule_at_fixed_rate(0s, 1s, [&] {
+        if (runs.value() == 0) // on the worker: fills the queue, then its own push fails
+        {
+            for (int i = 0; i < 1'000'000 && !full; ++i)
+            {
+                sched::test::fail_next_aligned_allocation(); // the heap's growth, if it grows
+                try
+                {
+                    fillers.push_back(sinking.schedule(1h, [] {}));
+                }
+                catch (const std::bad_alloc&)
+                {
+                    full = true;
+                }
+            }
+            sched::test::fail_next_aligned_allocation(full);
+        }
+        runs.increment();
+    });
+    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(full);
+    BOOST_TEST_REQUIRE(sched::test::eventually([&] { return !errors.snapshot().empty(); }));
+    manual_clock::advance(5s); // it would have run 5 more times
+    settle(sinking);
+    BOOST_TEST(runs.value() == 1);
+    BOOST_TEST(errors.snapshot() == std::vector<std::string>{std::bad_alloc().what()},
+               boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

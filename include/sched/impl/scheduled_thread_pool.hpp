@@ -482,6 +482,15 @@ bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
         return true;
     }
     detail::call_hook(options_.before_execute);
+    // Java's ScheduledFutureTask.run asks again once beforeExecute has run: a shutdown meanwhile
+    // (from the hook, or another thread) that ends the task cancels it, and the hook's pair
+    // follows.
+    if (!may_run(*t))
+    {
+        retire_cancelled(std::move(t));
+        detail::call_hook(options_.after_execute, std::exception_ptr());
+        return true;
+    }
     detail::run_outcome outcome = t->run(stop);
     if (outcome.detached) // the task took the runner's reference and calls finish_run()
     {
@@ -572,7 +581,12 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     }
     catch (...)
     {
-        t->fail(std::current_exception()); // cannot run again: its future learns why
+        // It cannot run again: its future learns why, and so does the error sink (or std::cerr,
+        // if no future carries it), as for any failure that ends a task.
+        const std::exception_ptr error = std::current_exception();
+        t->fail(error);
+        if (t->state() == future_state::exceptional)
+            report_failure(error, carries_failure(*t));
         retire(std::move(t));
         return;
     }
