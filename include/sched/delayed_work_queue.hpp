@@ -611,6 +611,16 @@ private:
         leader_ = nullptr;
         elect(true);
     }
+    // Under the lock: the head left without a take() (removed, moved later, polled), so the new
+    // one is later. A thread that leads wakes early, once, and sleeps again; but an external
+    // leader must know (its io_context would wait for a task that is gone), and with no leader
+    // at all (every thread busy), the new head's external leader must be asked, or nobody wakes
+    // for it.
+    void head_left() noexcept
+    {
+        if (external_ || leader_ == nullptr)
+            elect(true);
+    }
     // The external leader that waits for `e`, if any (never for the far marker).
     external_leader* leader_of(const entry& e) const noexcept
     {

@@ -818,6 +818,42 @@ BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wait_for_each_new_head_it
     BOOST_TEST(leader.step_downs == 0);
 }
 
+// A head that leaves other than through a take (removed, moved later, polled, drained, removed by
+// remove_if) while no thread waits and no external leader has it: the new head's leader is
+// asked. Before, nobody was until a thread came to take, so with every worker busy the
+// io_context's wait behind a cancelled pool task was not woken for (a review's finding).
+BOOST_FIXTURE_TEST_CASE(a_head_that_leaves_hands_the_lead_to_the_next_heads_leader,
+                        led_queue_fixture)
+{
+    queue.push(make(1), 10s); // the leader's
+    auto& other = make(100);  // nobody's
+    const auto make_other_head = [&](std::chrono::seconds delay) {
+        const int step_downs = leader.step_downs;
+        queue.push(other, delay);
+        BOOST_TEST(leader.step_downs == step_downs + 1); // its head is not the head now
+    };
+    make_other_head(5s);
+    BOOST_TEST(queue.remove(other));
+    BOOST_TEST(leader.leads.size() == 2u);
+    make_other_head(5s);
+    BOOST_TEST(queue.reschedule(other, at(20s)));
+    BOOST_TEST(leader.leads.size() == 3u);
+    BOOST_TEST(queue.remove(other));
+    make_other_head(0s);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+    BOOST_TEST(leader.leads.size() == 4u);
+    make_other_head(0s);
+    std::vector<node*> out;
+    BOOST_TEST(queue.drain(std::back_inserter(out)) == 1u);
+    BOOST_TEST(leader.leads.size() == 5u);
+    make_other_head(5s);
+    BOOST_TEST(queue.remove_if([](node& n) { return id_of(&n) == 100; }, std::back_inserter(out)) ==
+               1u);
+    BOOST_TEST(leader.leads.size() == 6u);
+    for (const auto& [due, then] : leader.leads)
+        BOOST_TEST((due == at(10s)));
+}
+
 BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_a_head_with_company,
                         led_queue_fixture)
 {

@@ -272,6 +272,26 @@ BOOST_AUTO_TEST_CASE(out_of_memory_a_far_task_holds_up_no_task_due_before_it)
     BOOST_TEST(queue.empty());
 }
 
+// A far task that a taker could not move for want of memory, moved later by a push in front of
+// the marker (the head until then), is the new head: the taker asleep is woken for it. Before,
+// the check for a new head read the head after the move, found no marker there, and woke nobody
+// (a review's finding).
+BOOST_AUTO_TEST_CASE(a_far_task_moved_in_front_of_the_marker_wakes_the_taker,
+                     *boost::unit_test::timeout(60))
+{
+    queue.push(make(1), 10s);       // far: the marker is due at 9.5 s
+    for (int id = 2; id < 65; ++id) // with the marker, the main heap's first array full
+        queue.push(make(id), manual_clock::time_point::max());
+    manual_clock::advance(10200ms);
+    sched::test::blocking_call taker([&] {
+        sched::test::fail_next_aligned_allocation(); // its move of 1 fails: the marker waits
+        return id_of(queue.take());
+    });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    queue.push(make(65), 300ms);  // moves 1 first, which it would pass: overdue, the head
+    BOOST_TEST(taker.get() == 1); // before, it slept until the clock next moved
+}
+
 BOOST_AUTO_TEST_CASE(drain_and_clear_see_the_far_tier)
 {
     for (int i = 0; i < 6; ++i)

@@ -280,6 +280,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size_t most) noexcept
 {
     const shards_lock far(*this);
+    const node* const head_was = heap_.empty() ? nullptr : heap_.front().task;
     // When the batch ends before the tier does, the marker goes behind the tasks it moved, which
     // may be due: they come out first, then the marker moves the next batch.
     time_point last_moved = time_point::min();
@@ -310,12 +311,14 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     const shard* const next = first_shard();
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
     far_earliest_.store(earliest.time_since_epoch().count(), std::memory_order_relaxed);
-    const bool head_was_marker = !heap_.empty() && heap_.front().task == &marker_;
     if (out_of_memory)
         last_moved = std::max(last_moved, retry_after_out_of_memory());
     place_marker(last_moved, next != nullptr);
-    if (head_was_marker && !heap_.empty() && heap_.front().task != &marker_)
-        head_moved_earlier(); // a moved task is the head now: its leader must know
+    // A moved task is the head now (in front of the marker, or of a task behind the marker
+    // that a failed move left in front): its leader must know. Read before the tasks moved, not
+    // after, or one moved in front of the marker would not count (a review's finding).
+    if (!heap_.empty() && heap_.front().task != head_was && heap_.front().task != &marker_)
+        head_moved_earlier();
 }
 
 template <class Clock>
@@ -432,7 +435,9 @@ auto basic_delayed_work_queue<Clock>::poll() -> node*
     move_far_tasks_if_due(now);
     if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
         return nullptr;
-    return heap_.pop_front();
+    node* const taken = heap_.pop_front();
+    head_left();
+    return taken;
 }
 
 template <class Clock>
@@ -457,10 +462,8 @@ bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noe
             if (&task == &marker_)
                 return false;
             heap_.remove_at(at);
-            // A thread that leads wakes early, once, and sleeps again; an external leader must
-            // know, or its io_context would wait for it with no task left to take.
-            if (at == 0 && external_)
-                elect(true);
+            if (at == 0)
+                head_left();
         }
         else
             tasks.remove_at(at); // the marker may now be early: harmless
@@ -661,8 +664,8 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
             // needs nobody woken: the leader wakes early, once, and sleeps again.)
             head_moved_earlier();
         }
-        else if (*i == 0 && external_)
-            elect(true); // a later head, perhaps another's
+        else if (*i == 0)
+            head_left(); // a later head, perhaps another's
         return true;
     }
     // A far task moves within its shard, and the marker (in the main heap while the far tier
@@ -689,16 +692,27 @@ std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max
     const time_point now = Clock::now();
     note_now(now);
     std::size_t moved = 0;
-    while (moved < max_tasks)
+    try
     {
-        move_far_tasks_if_due(now); // the marker may come to the front on the way
-        if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
-            break;
-        *out = heap_.front().task; // first: if it throws, the task stays queued
-        ++out;
-        heap_.pop_front();
-        ++moved;
+        while (moved < max_tasks)
+        {
+            move_far_tasks_if_due(now); // the marker may come to the front on the way
+            if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
+                break;
+            *out = heap_.front().task; // first: if it throws, the task stays queued
+            ++out;
+            heap_.pop_front();
+            ++moved;
+        }
     }
+    catch (...)
+    {
+        if (moved != 0)
+            head_left();
+        throw;
+    }
+    if (moved != 0)
+        head_left();
     return moved;
 }
 
@@ -715,10 +729,7 @@ std::size_t basic_delayed_work_queue<Clock>::remove_if(Predicate pred, OutputIt 
             throw std::bad_alloc();
     }
     const std::size_t removed = heap_.remove_if(pred, out);
-    // Removing tasks can only make the head later: no waiter needs waking, but an external
-    // leader must know (see remove()).
-    if (external_)
-        elect(true);
+    head_left(); // the head can only be later: see there
     return removed;
 }
 
