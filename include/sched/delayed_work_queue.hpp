@@ -102,6 +102,8 @@ public:
     private:
         friend class basic_delayed_work_queue;
 
+        bool queued() const noexcept { return is_place(place_.load(std::memory_order_relaxed)); }
+
         // Where the task is queued (its heap's number and its position there: see place_of()),
         // or when it was last due: one word, so that the due time of a queued task lives in its
         // heap's entry only (issue 6's W2: bytes per pending task). Written under the lock of
@@ -425,10 +427,11 @@ private:
     {
         return first_place + std::int64_t(heap_number << position_bits | position);
     }
-    // The number of the heap that a place is in.
-    static std::size_t heap_number(std::int64_t place) noexcept
+    // The far heap (1 + i for shard i) that `task` is queued in; 0 if the main heap, or none.
+    static std::size_t far_number(const node& task) noexcept
     {
-        return std::size_t(place - first_place) >> position_bits;
+        const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
+        return is_place(recorded) ? std::size_t(recorded - first_place) >> position_bits : 0;
     }
     static std::int64_t recorded_due(time_point due) noexcept
     {

@@ -205,6 +205,34 @@ void check_a_wait_armed_after_a_cancelled_one(clock_type::duration cancelled_in,
     BOOST_TEST((completed >= due));
 }
 
+// Options of a one-worker pool whose before_execute, the `nth` time it runs on this thread (the
+// io_context's), sleeps until `until` (another wait's timer is then ready) and polls `io`;
+// `io_hooks` counts its calls on this thread.
+sched::pool_options
+polling_hook(boost::asio::io_context& io, int nth, clock_type::time_point until, int& io_hooks)
+{
+    sched::pool_options polling;
+    polling.threads = 1;
+    polling.before_execute = [&io, nth, until, &io_hooks, io_thread = std::this_thread::get_id()] {
+        if (std::this_thread::get_id() == io_thread && ++io_hooks == nth)
+        {
+            std::this_thread::sleep_until(until);
+            io.poll();
+        }
+    };
+    return polling;
+}
+
+// Makes handlers that record their name in `ran` ("error" if they get one).
+auto recorder(std::vector<std::string>& ran)
+{
+    return [&ran](const char* name) {
+        return [&ran, name](error_code ec) {
+            ran.push_back(ec ? "error" : name);
+        };
+    };
+}
+
 } // namespace
 
 // A one-worker pool whose worker is taken until the test ends, and whose waits' io_contexts
@@ -385,33 +413,19 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_loses_no_wait_its_alarm_to
                      *boost::unit_test::timeout(120))
 {
     boost::asio::io_context io;
-    const std::thread::id io_thread = std::this_thread::get_id();
     const clock_type::time_point start = clock_type::now();
     const clock_type::time_point due = start + 100ms;
     const clock_type::time_point other_due = due + 5ms;
-    int io_hooks = 0; // on the io_context's thread only
-    sched::pool_options polling;
-    polling.threads = 1;
-    polling.before_execute = [&] {
-        // Before the second wait: the first one's handler is collected, not yet run.
-        if (std::this_thread::get_id() == io_thread && ++io_hooks == 2)
-        {
-            std::this_thread::sleep_until(other_due + 20ms); // the other alarm is ready
-            io.poll();
-        }
-    };
-    sched::scheduled_thread_pool pool(polling);
+    int io_hooks = 0;
+    // Before the second wait: the first one's handler is collected, not yet run.
+    sched::scheduled_thread_pool pool(polling_hook(io, 2, other_due + 20ms, io_hooks));
     sched::scheduled_thread_pool other_pool(1);
     sched::test::occupied_worker taken(pool);
     sched::test::occupied_worker other_taken(other_pool);
     sched::scheduler scheduler(io, pool);
     sched::scheduler other_scheduler(io, other_pool);
     std::vector<std::string> ran;
-    const auto record = [&](const char* name) {
-        return [&ran, name](error_code ec) {
-            ran.push_back(ec ? "error" : name);
-        };
-    };
+    const auto record = recorder(ran);
     scheduler.async_wait(due, record("first"));
     scheduler.async_wait(due, record("second"));
     other_scheduler.async_wait(other_due, record("other"));
@@ -430,29 +444,15 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_runs_its_own_pools_next_wa
                      *boost::unit_test::timeout(120))
 {
     boost::asio::io_context io;
-    const std::thread::id io_thread = std::this_thread::get_id();
     const clock_type::time_point start = clock_type::now();
     const clock_type::time_point due = start + 100ms;
     const clock_type::time_point second_due = due + 5ms;
-    int io_hooks = 0; // on the io_context's thread only
-    sched::pool_options polling;
-    polling.threads = 1;
-    polling.before_execute = [&] {
-        if (std::this_thread::get_id() == io_thread && ++io_hooks == 1)
-        {
-            std::this_thread::sleep_until(second_due + 20ms); // the other timer is ready
-            io.poll();
-        }
-    };
-    sched::scheduled_thread_pool pool(polling);
+    int io_hooks = 0;
+    sched::scheduled_thread_pool pool(polling_hook(io, 1, second_due + 20ms, io_hooks));
     sched::test::occupied_worker taken(pool);
     sched::scheduler scheduler(io, pool);
     std::vector<std::string> ran;
-    const auto record = [&](const char* name) {
-        return [&ran, name](error_code ec) {
-            ran.push_back(ec ? "error" : name);
-        };
-    };
+    const auto record = recorder(ran);
     // The later one first: its timer keeps waiting for it as the earlier one takes the other.
     scheduler.async_wait(second_due, record("second"));
     scheduler.async_wait(due, record("first"));

@@ -151,7 +151,7 @@ std::nullopt_t basic_delayed_work_queue<Clock>::refused(node& task, time_point d
 {
     // Not a task queued here or elsewhere (the push would have thrown): its due time is that
     // queue's.
-    if (!is_place(task.place_.load(std::memory_order_relaxed)))
+    if (!task.queued())
         task.place_.store(recorded_due(due), std::memory_order_relaxed);
     return std::nullopt;
 }
@@ -188,7 +188,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
                                                   shard* far,
                                                   push_order order)
 {
-    if (is_place(task.place_.load(std::memory_order_relaxed)))
+    if (task.queued())
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     if (far)
     {
@@ -219,7 +219,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
 template <class Clock>
 void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
 {
-    if (is_place(task.place_.load(std::memory_order_relaxed)))
+    if (task.queued())
         throw std::invalid_argument("delayed_work_queue::push: task is already queued");
     (void)s.tasks.push(task, due, s.next_seq++);
     far_task_due(due); // only from push_locked() if earlier, under the main lock
@@ -489,9 +489,7 @@ template <class Self, class Found>
 bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found found) noexcept
 {
     // A far task while the tier is open: under its shard's lock only.
-    const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
-    const std::size_t number = is_place(recorded) ? heap_number(recorded) : 0;
-    if (number != 0)
+    if (const std::size_t number = far_number(task); number != 0)
     {
         if (number > self.shards_.size())
             return false; // queued elsewhere
@@ -508,14 +506,10 @@ bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found
     std::lock_guard lock(self.mutex_);
     if (const std::optional<std::size_t> at = self.heap_.find(task))
         return found(self.heap_, *at, true);
-    const std::int64_t then_recorded = task.place_.load(std::memory_order_relaxed);
-    if (self.shards_.empty() || !is_place(then_recorded) || heap_number(then_recorded) == 0)
+    if (self.shards_.empty() || far_number(task) == 0)
         return false;
     const shards_lock far(self);
-    const std::int64_t now_recorded = task.place_.load(std::memory_order_relaxed);
-    if (!is_place(now_recorded))
-        return false;
-    const std::size_t now_number = heap_number(now_recorded);
+    const std::size_t now_number = far_number(task);
     if (now_number == 0 || now_number > self.shards_.size())
         return false;
     heap& tasks = self.shards_[now_number - 1]->tasks;
@@ -670,8 +664,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     }
     // A far task moves within its shard, and the marker (in the main heap while the far tier
     // holds a task) earlier if need be: it then moves to the main heap when it must.
-    const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
-    const std::size_t number = is_place(recorded) ? heap_number(recorded) : 0;
+    const std::size_t number = far_number(task);
     if (number == 0 || number > shards_.size())
         return false;
     shard& s = *shards_[number - 1];
