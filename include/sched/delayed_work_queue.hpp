@@ -166,8 +166,8 @@ public:
 
     /// Adds @p task, due at @p due (Java's offer/add/put: it never blocks; the queue grows).
     /**
-     * @returns true if @p task became the head; only then is a waiting thread woken. A task that
-     * goes to the far tier (see set_far_tier()) returns false.
+     * @returns true if @p task became the head (the task peek() shows); only then is a waiting
+     * thread woken. A task that goes to the far tier (see set_far_tier()) returns false.
      * @throws std::invalid_argument if @p task is already queued (here or elsewhere).
      * @throws std::bad_alloc if the queue cannot grow; the queue is then unchanged.
      */
@@ -329,17 +329,17 @@ public:
     /// Gives the queue a far tier: a task due at least @p horizon ahead, with no external leader,
     /// goes to one of @p shards heaps, each with its own lock, chosen by the pushing thread; it
     /// moves to the main heap, with the other far tasks due within @p horizon, half a horizon or
-    /// more before it is due (a waiting thread wakes for that, or a push or poll that finds it
-    /// time). Tasks still come out in due order, and tasks due
-    /// at the same time in the order they were pushed, except two pushed from different threads
-    /// that were both in the far tier: they come out in either order. (Which tasks are far is
-    /// judged from a recent clock reading; after a while with no thread looking at the clock, a
-    /// task due sooner may count as far.) When memory runs out as far tasks move, those that
-    /// could not leave the far tier try again a millisecond later (a tick of a coarser clock;
-    /// on a clock that notifies, at the next take or poll), for as long as memory stays short:
-    /// tasks due meanwhile come out, even before a far task that is overdue (which peek() may
-    /// show all the same). Zero horizon or shards: none (the default). Call it before the queue
-    /// is used.
+    /// more before it is due (a waiting thread wakes for that, or a push, poll or take_led() that
+    /// finds it time; an external leader keeps waiting for its head meanwhile). Tasks still come
+    /// out in due order, and tasks due at the same time in the order they were pushed, except two
+    /// pushed from different threads that were both in the far tier: they come out in either order.
+    /// (Which tasks are far is judged from a recent clock reading; after a while with no thread
+    /// looking at the clock, a task due sooner may count as far.) When memory runs out as far tasks
+    /// move, those that could not leave the far tier try again a millisecond later (a tick of a
+    /// coarser clock; on a clock that notifies, at the next take or poll), for as long as memory
+    /// stays short: tasks due meanwhile come out, even before a far task that is overdue (which
+    /// peek() may show all the same). Zero horizon or shards: none (the default). Call it before
+    /// the queue is used.
     /**
      * @throws std::invalid_argument if @p horizon is negative or @p shards is above
      * max_far_shards.
@@ -366,7 +366,9 @@ public:
 
     /// For an external leader once it is woken: removes and returns the head if it is due and
     /// @p leader leads it, calling @p on_take(task) under the lock as take() does; otherwise
-    /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader.
+    /// returns nullptr, and the head (if any) gets its leader again, which may be @p leader. Far
+    /// tasks due to move to the main heap (see set_far_tier()) move first, as for a waiting
+    /// thread: with every waiting thread busy, nobody else would.
     /**
      * With a spin (see set_spin()) and @p poll given, a head that @p leader leads and that is not
      * due yet but is due within the spin stays with @p leader, and one of its threads polls the
@@ -599,6 +601,17 @@ private:
     // Under the lock: finds the head its leader (external or a waiting thread, woken if `wake`);
     // returns whether an external leader has it.
     bool elect(bool wake) noexcept;
+    // Under the lock: the head as leaders see it, the first task but the far tier's marker (null
+    // if none). Only the waiting threads move the marker, so an external leader must not lose a
+    // head to it: it leads the task behind it, and a waiting thread wakes for the marker.
+    const entry* led_head() const noexcept { return heap_.first_except(&marker_); }
+    // Under the lock: whether the entry at `at` in the main heap is led_head().
+    bool is_led_head(std::size_t at) const noexcept
+    {
+        if (at == 0)
+            return heap_.front().task != &marker_;
+        return at <= arity && heap_.front().task == &marker_ && led_head() == &heap_[at];
+    }
     // Under the lock, with a head: external_ leads it (see the definition).
     void follow_external(bool wake) noexcept;
     // How often at most the backup is woken for an earlier head: ten graces.
@@ -614,11 +627,11 @@ private:
         leader_ = nullptr;
         elect(true);
     }
-    // Under the lock: the head left without a take() (removed, moved later, polled), so the new
-    // one is later. A thread that leads wakes early, once, and sleeps again; but an external
-    // leader must know (its io_context would wait for a task that is gone), and with no leader
-    // at all (every thread busy), the new head's external leader must be asked, or nobody wakes
-    // for it.
+    // Under the lock: the head (led_head()) left without a take() (removed, moved later, polled),
+    // so the new one is later. A thread that leads wakes early, once, and sleeps again; but an
+    // external leader must know (its io_context would wait for a task that is gone), and with no
+    // leader at all (every thread busy), the new head's external leader must be asked, or nobody
+    // wakes for it.
     void head_left() noexcept
     {
         if (external_ || leader_ == nullptr)
@@ -654,6 +667,20 @@ private:
         const entry& head = heap_.front();
         return wake_time(head.due, heap_.second_due(), head.task != &marker_);
     }
+    // Under the lock, with `head` the front or led_head(): when whoever leads it wakes for it.
+    time_point wake_time_of(const entry& head) const noexcept
+    {
+        return &head == &heap_.front() ? head_wake_time() : second_wake_time();
+    }
+    // Under the lock, with `head` as above: when whoever leads the task after it would wake for
+    // it once it is the head (max(): there is none). Behind the marker, when it is due (with the
+    // spin, the spin before), whatever its company: never later than it will be asked to.
+    time_point next_wake_time(const entry& head) const noexcept
+    {
+        if (&head == &heap_.front())
+            return second_wake_time();
+        return wake_time(heap_.second_and_third_due().second, time_point::max());
+    }
     // Under the lock: when whoever leads the task after the head would wake for it once it is the
     // head (max(): there is none).
     time_point second_wake_time() const noexcept
@@ -661,12 +688,12 @@ private:
         const auto [second, third] = heap_.second_and_third_due();
         return wake_time(second, third);
     }
-    // Under the lock, led by a waiting thread or external leader that woke at `now`: whether it
-    // polls the clock until the head is due rather than sleep again.
-    bool polls(time_point now) const noexcept
+    // Under the lock, with `head` as above, led by a waiting thread or external leader that woke
+    // at `now`: whether it polls the clock until `head` is due rather than sleep again (never
+    // for the marker: its move keeps nobody waiting).
+    bool polls(const entry& head, time_point now) const noexcept
     {
-        return spin_ != duration::zero() && !heap_.empty() && heap_.front().task != &marker_ &&
-               now >= head_wake_time();
+        return spin_ != duration::zero() && head.task != &marker_ && now >= wake_time_of(head);
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
     // grace after the latest its leader may be asked to wake for it (the slack after it is due;
@@ -675,6 +702,14 @@ private:
     {
         return detail::saturating_add(
             spin_ == duration::zero() ? detail::saturating_add(due, slack_) : due, grace_);
+    }
+    // Under the lock, while an external leader leads: when the backup wakes, to take the head
+    // once it is overdue by the grace, or to move the far tier's marker in front of the led head
+    // once it is due (no external leader moves it).
+    time_point backup_deadline() const noexcept
+    {
+        const entry& front = heap_.front();
+        return front.task == &marker_ ? head_wake_time() : leader_deadline(front.due);
     }
     void wake_all() noexcept;
     // Calls found(tasks, at, main_locked) under the lock of the heap that holds `task`, `at`

@@ -854,6 +854,63 @@ BOOST_FIXTURE_TEST_CASE(a_head_that_leaves_hands_the_lead_to_the_next_heads_lead
         BOOST_TEST((due == at(10s)));
 }
 
+// The far tier's marker is due half a horizon before the earliest far task, so it may come before
+// the head an external leader waits for. Only the waiting threads move it, so the leader keeps
+// its head (before, it stepped down for the marker, and with every worker busy nobody woke for
+// the io_context's wait behind it: a review's finding), and moves the far tasks due by then
+// itself when it wakes.
+BOOST_FIXTURE_TEST_CASE(the_far_tiers_marker_leaves_the_head_behind_it_to_its_external_leader,
+                        led_queue_fixture)
+{
+    queue.set_far_tier(1s, 4);
+    queue.push(make(1), 1200ms);   // the leader's
+    queue.push(make(100), 1500ms); // far, nobody's: its marker is due at 1 s
+    BOOST_TEST(leader.step_downs == 0);
+    const std::vector<std::pair<time_point, time_point>> expected{{at(1200ms), time_point::max()}};
+    BOOST_TEST((leader.leads == expected));
+    // No thread waits (every worker is busy): the leader takes its head when it is due.
+    manual_clock::advance(1200ms);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr); // 100: nobody's
+    BOOST_TEST(leader.step_downs == 1);
+    manual_clock::advance(300ms);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+}
+
+// A far task due before the led head behind the marker comes out first: the leader moves it to
+// the main heap as it wakes, and leaves it to the takers.
+BOOST_FIXTURE_TEST_CASE(a_far_task_due_before_the_led_head_behind_the_marker_comes_out_first,
+                        led_queue_fixture)
+{
+    queue.set_far_tier(1s, 4);
+    queue.push(make(1), 1200ms);   // the leader's
+    queue.push(make(100), 1100ms); // far: its marker is due at 600 ms
+    manual_clock::advance(1200ms);
+    BOOST_TEST(queue.take_led(leader, [](node&) noexcept {}) == nullptr);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1);
+}
+
+// Behind the marker, a new earlier head asks its leader again, and one that leaves (removed,
+// moved later) is handed on as at the front: the io_context must not wait for a task that is gone.
+BOOST_FIXTURE_TEST_CASE(the_leader_of_a_head_behind_the_marker_hears_of_its_changes,
+                        led_queue_fixture)
+{
+    queue.set_far_tier(1s, 4);
+    auto& one = make(1);
+    auto& two = make(2);
+    queue.push(one, 1200ms);
+    queue.push(make(100), 1500ms);       // far: its marker is due at 1 s
+    BOOST_TEST(queue.push(two, 1100ms)); // the head but for the marker: the leader is asked
+    BOOST_TEST((leader.leads.back() == std::pair{at(1100ms), at(1200ms)}));
+    BOOST_TEST(queue.reschedule(two, at(1300ms))); // one is the head: the leader wakes early
+    BOOST_TEST(queue.remove(one));
+    BOOST_TEST(leader.leads.size() == 2u);
+    BOOST_TEST(leader.step_downs == 0);
+    BOOST_TEST(queue.remove(two)); // nothing of the leader's is left
+    BOOST_TEST(leader.step_downs == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(an_external_leader_is_asked_to_wake_the_slack_after_a_head_with_company,
                         led_queue_fixture)
 {
@@ -1097,7 +1154,8 @@ int id_of(silent_queue::node* n)
     return n == nullptr ? -1 : static_cast<silent_task*>(n)->id;
 }
 
-// An external leader of every task, recording the wake times the queue asks of it.
+// An external leader of the tasks with ids below 100, recording the wake times the queue asks of
+// it.
 struct silent_leader final : silent_queue::external_leader
 {
     std::vector<silent_time> wakes;
@@ -1112,9 +1170,9 @@ struct silent_leader final : silent_queue::external_leader
 
 silent_leader* current_silent_leader = nullptr;
 
-silent_queue::external_leader* silent_leader_of(silent_queue::node&) noexcept
+silent_queue::external_leader* silent_leader_of(silent_queue::node& n) noexcept
 {
-    return current_silent_leader;
+    return id_of(&n) < 100 ? current_silent_leader : nullptr;
 }
 
 // A queue on a clock that moves without telling it: a taker that sleeps does not see the clock
@@ -1284,6 +1342,25 @@ BOOST_FIXTURE_TEST_CASE(within_the_hurry_interval_the_backup_sleeps_no_longer_th
     manual_clock::advance(500ms);
     BOOST_TEST_REQUIRE((taker.result().wait_for(2s) == std::future_status::ready));
     BOOST_TEST(taker.get() == 2);
+}
+
+// While an external leader waits for a head behind the far tier's marker, the backup sleeps until
+// the marker is due, not until that head is overdue by the grace (30 s here), and moves the far
+// tasks: one due before the led head comes out on time (10 s leaves room for a loaded machine).
+BOOST_FIXTURE_TEST_CASE(the_backup_wakes_for_the_far_tiers_marker_in_front_of_a_led_head,
+                        silent_led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.set_leader_finder(&silent_leader_of, 30s);
+    queue.set_far_tier(1s, 2);
+    queue.push(make(1), at(30s));      // the leader's
+    queue.push(make(100), at(1300ms)); // far, nobody's: its marker is due at 800 ms
+    BOOST_TEST((leader.wakes == std::vector<silent_time>{at(30s)}));
+    blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    manual_clock::advance(1300ms); // seen once the taker wakes, 800 ms of real time on
+    BOOST_TEST_REQUIRE((taker.result().wait_for(10s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 100);
 }
 
 BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,

@@ -466,6 +466,27 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_runs_its_own_pools_next_wa
                boost::test_tools::per_element());
 }
 
+// A pool task due a little after a wait goes to the far tier (the pool's horizon is 50 ms), whose
+// marker, due 25 ms before the task, then comes before the wait: the alarm keeps the wait and
+// completes it while every worker is busy (before, it stepped down for the marker, which only a
+// worker moves: a review's finding). The pool task runs once the worker is free.
+BOOST_FIXTURE_TEST_CASE(a_wait_behind_the_far_tiers_marker_completes_while_every_worker_is_busy,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::optional<error_code> result;
+    scheduler.async_wait(100ms, [&](error_code ec) { result = ec; });
+    auto work = pool.schedule(110ms, [] { return 42; });
+    io.run_for(20s); // returns once the wait has completed: nothing else is pending
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
+    taken.release();
+    BOOST_TEST_REQUIRE((work.wait_for(60s) == std::future_status::ready));
+    BOOST_TEST(work.get() == 42);
+}
+
 BOOST_FIXTURE_TEST_CASE(ticks_bound_to_the_io_context_run_while_every_worker_is_busy,
                         busy_pool_fixture,
                         *boost::unit_test::timeout(120))

@@ -209,7 +209,7 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
     move_far_tasks_before(due);
     // A kept place holds only with one tier: tasks moved out of the far tier take new ones.
     const bool keep = order == push_order::kept && !far_open_.load(std::memory_order_relaxed);
-    if (heap_.push(task, due, keep ? task.seq_ : next_seq_++) != 0)
+    if (!is_led_head(heap_.push(task, due, keep ? task.seq_ : next_seq_++)))
         return false; // behind the head: no waiter needs to know
     // A new, earlier head: whoever leads is sleeping until a later time.
     head_moved_earlier();
@@ -280,7 +280,8 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size_t most) noexcept
 {
     const shards_lock far(*this);
-    const node* const head_was = heap_.empty() ? nullptr : heap_.front().task;
+    const entry* const led_was = led_head();
+    const node* const head_was = led_was ? led_was->task : nullptr;
     // When the batch ends before the tier does, the marker goes behind the tasks it moved, which
     // may be due: they come out first, then the marker moves the next batch.
     time_point last_moved = time_point::min();
@@ -317,7 +318,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     // A moved task is the head now (in front of the marker, or of a task behind the marker
     // that a failed move left in front): its leader must know. Read before the tasks moved, not
     // after, or one moved in front of the marker would not count (a review's finding).
-    if (!heap_.empty() && heap_.front().task != head_was && heap_.front().task != &marker_)
+    if (const entry* const head = led_head(); head && head->task != head_was)
         head_moved_earlier();
 }
 
@@ -461,8 +462,9 @@ bool basic_delayed_work_queue<Clock>::remove(node& task, OnRemove on_remove) noe
         {
             if (&task == &marker_)
                 return false;
+            const bool was_head = is_led_head(at);
             heap_.remove_at(at);
-            if (at == 0)
+            if (was_head)
                 head_left();
         }
         else
@@ -528,8 +530,12 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
     if (poll)
         *poll = led_poll{};
     const time_point now = Clock::now();
-    const bool leads_head = !heap_.empty() && leader_of(heap_.front()) == &leader;
-    if (leads_head && is_due(heap_.front().due, now))
+    note_now(now);
+    // With every waiting thread busy, nobody else moves the far tasks due before its head.
+    move_far_tasks_if_due(now);
+    const entry* const head = led_head();
+    const bool leads_head = head && leader_of(*head) == &leader;
+    if (leads_head && head == &heap_.front() && is_due(head->due, now))
     {
         node* const taken = heap_.pop_front();
         on_take(*taken);
@@ -537,13 +543,13 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
             poll->polling = was_polling;
         return taken;
     }
-    if (poll && leads_head && external_ == &leader && polls(now))
+    if (poll && leads_head && external_ == &leader && polls(*head, now))
     {
         // It keeps the lead; one thread of it polls.
         if (was_polling || polling_ != &leader)
         {
             polling_ = &leader;
-            *poll = led_poll{true, heap_.front().due};
+            *poll = led_poll{true, head->due};
         }
         return nullptr;
     }
@@ -584,10 +590,11 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
 {
     external_leader* want = nullptr;
     time_point due = time_point::max();
-    if (find_ && !heap_.empty() && heap_.front().due != time_point::max())
+    const entry* const head = find_ ? led_head() : nullptr;
+    if (head && head->due != time_point::max())
     {
-        due = head_wake_time();
-        want = leader_of(heap_.front());
+        due = wake_time_of(*head);
+        want = leader_of(*head);
     }
     // One that wakes in time already leads: waking early, it finds nothing and is elected again.
     external_leader* const was = external_;
@@ -597,7 +604,7 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
         return true;
     }
     external_ = nullptr;
-    const bool led = want && want->lead_until(due, second_wake_time());
+    const bool led = want && want->lead_until(due, next_wake_time(*head));
     if (was && (was != want || !led))
         was->step_down();
     if (led)
@@ -624,13 +631,20 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
         if (!was_led && wake)
             available_.notify_one(); // a follower sleeping until woken becomes the backup
     }
-    else if (leader_deadline(heap_.front().due) < backup_until_)
+    else if (backup_deadline() < backup_until_)
     {
         // The backup sleeps until a later head would be overdue: the followers wake, and one of
         // them is the backup for this head (a held-up leader holds it up no longer than that).
         // Once per hurry interval at most, so that heads moving earlier over and over (timeouts
         // armed and cancelled before a later one) do not wake it each time: until then, the
-        // backup sleeps no longer than the interval.
+        // backup sleeps no longer than the interval. The far tier's marker always wakes it: it
+        // moves earlier only for a new earliest far task, which must not wait for the interval.
+        if (heap_.front().task == &marker_)
+        {
+            backup_until_ = time_point::min(); // once
+            available_.notify_all();
+            return;
+        }
         const time_point now = Clock::now();
         if (now >= hurried_until_)
         {
@@ -650,15 +664,16 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     {
         if (move_far_tasks_before(due))
             i = heap_.find(task);
+        const bool was_head = is_led_head(*i);
         const time_point was = heap_[*i].due;
         const std::size_t at = heap_.move(*i, due, next_seq_++);
-        if (at == 0 && due < was)
+        if (is_led_head(at) && due < was)
         {
             // An earlier head: the leader sleeps until a time that is now too late. (A later head
             // needs nobody woken: the leader wakes early, once, and sleeps again.)
             head_moved_earlier();
         }
-        else if (*i == 0)
+        else if (was_head)
             head_left(); // a later head, perhaps another's
         return true;
     }
@@ -802,7 +817,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
             if (leader_ == &external_ && !heap_.empty() && (backup_ == nullptr || backup_ == self))
             {
                 backup_ = self;
-                until = std::min(until, leader_deadline(heap_.front().due));
+                until = std::min(until, backup_deadline());
                 if (now < hurried_until_)
                     until = std::min(until, hurried_until_);
                 backup_until_ = until;
@@ -816,7 +831,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         else
         {
             leader_ = self;
-            if (polls(now))
+            if (polls(heap_.front(), now))
             {
                 // Not asleep: a new earlier head wakes a follower, if any, to lead it (a thread
                 // polling alone sees it after this turn).
