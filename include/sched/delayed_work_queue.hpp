@@ -287,7 +287,9 @@ public:
     /// it themselves (one of them wakes for that): a leader that is held up (its io_context is
     /// not running) delays the tasks behind it by no more. A thread asleep for a later head wakes
     /// for an earlier one at most once per ten graces (heads that move earlier over and over do
-    /// not wake it each time), so a head that arrives within those may wait until they end.
+    /// not wake it each time), so a head that arrives within those may wait until they end. With
+    /// a far tier, a leader waits for the first task behind the tier's marker (see
+    /// set_far_tier()), and a waiting thread wakes for the marker, when it is due.
     /// Call it before the queue is used. A leader must outlive its leadership: until dismiss() or
     /// the queue's destruction (which steps it down).
     /** @throws std::invalid_argument if @p grace is negative. */
@@ -598,12 +600,13 @@ private:
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
-    // Under the lock: finds the head its leader (external or a waiting thread, woken if `wake`);
-    // returns whether an external leader has it.
+    // Under the lock: finds the head (led_head()) its leader (external or a waiting thread, woken
+    // if `wake`), and the marker in front of it a waiting thread; returns whether an external
+    // leader has the head.
     bool elect(bool wake) noexcept;
     // Under the lock: the head as leaders see it, the first task but the far tier's marker (null
-    // if none). Only the waiting threads move the marker, so an external leader must not lose a
-    // head to it: it leads the task behind it, and a waiting thread wakes for the marker.
+    // if none). Only the waiting threads wake for the marker, so an external leader must not
+    // lose a head to it: it leads the task behind it, and moves the marker if it finds it due.
     const entry* led_head() const noexcept { return heap_.first_except(&marker_); }
     // Under the lock: whether the entry at `at` in the main heap is led_head().
     bool is_led_head(std::size_t at) const noexcept
@@ -611,6 +614,14 @@ private:
         if (at == 0)
             return heap_.front().task != &marker_;
         return at <= arity && heap_.front().task == &marker_ && led_head() == &heap_[at];
+    }
+    // Under the lock: the task at `at` is a new, earlier led_head(), so whoever leads it sleeps
+    // too long. Behind the marker, whoever leads the marker wakes in time for it: only an
+    // external leader, the task's or the one that led the head before, needs telling.
+    void new_head_at(std::size_t at) noexcept
+    {
+        if (at == 0 || leader_ == &external_ || leader_of(heap_[at]))
+            head_moved_earlier();
     }
     // Under the lock, with a head: external_ leads it (see the definition).
     void follow_external(bool wake) noexcept;
@@ -667,7 +678,8 @@ private:
         const entry& head = heap_.front();
         return wake_time(head.due, heap_.second_due(), head.task != &marker_);
     }
-    // Under the lock, with `head` the front or led_head(): when whoever leads it wakes for it.
+    // Under the lock, with `head` the front or led_head() (a reference into the heap, not a copy:
+    // its address says which): when whoever leads it wakes for it.
     time_point wake_time_of(const entry& head) const noexcept
     {
         return &head == &heap_.front() ? head_wake_time() : second_wake_time();
@@ -766,8 +778,9 @@ private:
     std::uint64_t next_seq_ = 0;
     // The waiter sleeping until the head is due, if any; &external_ when that is external_.
     const void* leader_ = nullptr;
-    // While external_ leads: the follower sleeping until the head is overdue by the grace, if any
-    // (the others sleep until woken), and when it wakes (min(): woken for an earlier head).
+    // While external_ leads: the follower sleeping until the head is overdue by the grace, or the
+    // far tier's marker in front of it is due, if any (the others sleep until woken), and when
+    // it wakes (min(): woken for an earlier head).
     const void* backup_ = nullptr;
     time_point backup_until_{};
     time_point hurried_until_ = time_point::min(); // see follow_external()

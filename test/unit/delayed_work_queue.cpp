@@ -1363,6 +1363,28 @@ BOOST_FIXTURE_TEST_CASE(the_backup_wakes_for_the_far_tiers_marker_in_front_of_a_
     BOOST_TEST(taker.get() == 100);
 }
 
+// The hurry interval (ten graces: 300 s here) does not hold the backup back from the marker: it
+// moves earlier only for a new earliest far task, which would otherwise wait for the interval.
+BOOST_FIXTURE_TEST_CASE(the_backup_wakes_for_the_far_tiers_marker_within_the_hurry_interval,
+                        silent_led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.set_leader_finder(&silent_leader_of, 30s);
+    queue.set_far_tier(1s, 2);
+    queue.push(make(1), at(60s));
+    blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    std::uint64_t sleeps = taker.sleeps();
+    queue.push(make(2), at(50s)); // an earlier led head: the backup wakes, and the interval starts
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    sleeps = taker.sleeps();
+    queue.push(make(100), at(1300ms)); // far, nobody's: its marker is due at 800 ms
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    manual_clock::advance(1300ms); // seen once the taker wakes, 800 ms of real time on
+    BOOST_TEST_REQUIRE((taker.result().wait_for(10s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 100);
+}
+
 BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,
                         silent_led_queue_fixture)
 {

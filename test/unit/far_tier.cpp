@@ -117,6 +117,28 @@ BOOST_AUTO_TEST_CASE(a_waiting_taker_gets_a_far_task_when_it_is_due, *boost::uni
     BOOST_TEST(queue.empty());
 }
 
+// A task pushed behind the marker is the head (peek() shows it), but the taker asleep until the
+// marker is due wakes in time for it: nobody is woken (a review found that such a push woke a
+// thread for nothing).
+BOOST_AUTO_TEST_CASE(a_task_pushed_just_behind_the_marker_wakes_no_taker,
+                     *boost::unit_test::timeout(60))
+{
+    queue.push(make(1), 10s); // far: the marker is due at 9.5 s
+    sched::test::blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    std::uint64_t sleeps = taker.sleeps();
+    manual_clock::advance(9s); // the taker wakes and sleeps again, until 9.5 s
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    sleeps = taker.sleeps();
+    BOOST_TEST(queue.push(make(2), at(9800ms))); // near, behind the marker
+    BOOST_TEST(id_of(queue.peek()) == 2);
+    BOOST_TEST(!taker.wait_until_blocked(sleeps, 200ms));
+    manual_clock::advance(800ms);
+    BOOST_TEST(taker.get() == 2);
+    manual_clock::advance(200ms);
+    BOOST_TEST(id_of(queue.poll()) == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_far_task_can_be_removed_and_rescheduled)
 {
     auto& a = make(1);

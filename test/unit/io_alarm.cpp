@@ -466,19 +466,24 @@ BOOST_AUTO_TEST_CASE(a_hook_that_polls_the_io_context_runs_its_own_pools_next_wa
                boost::test_tools::per_element());
 }
 
-// A pool task due a little after a wait goes to the far tier (the pool's horizon is 50 ms), whose
-// marker, due 25 ms before the task, then comes before the wait: the alarm keeps the wait and
-// completes it while every worker is busy (before, it stepped down for the marker, which only a
-// worker moves: a review's finding). The pool task runs once the worker is free.
-BOOST_FIXTURE_TEST_CASE(a_wait_behind_the_far_tiers_marker_completes_while_every_worker_is_busy,
-                        busy_pool_fixture,
-                        *boost::unit_test::timeout(120))
+// A pool task due a little after a wait goes to the far tier (the pool's horizon is 400 ms here),
+// whose marker, due 200 ms before the task, then comes before the wait (if the task is armed
+// within 90 ms of the wait): the alarm keeps the wait and completes it while every worker is busy
+// (before, it stepped down for the marker, which only a worker wakes for: a review's finding).
+// The pool task runs once the worker is free.
+BOOST_AUTO_TEST_CASE(a_wait_behind_the_far_tiers_marker_completes_while_every_worker_is_busy,
+                     *boost::unit_test::timeout(120))
 {
+    sched::pool_options options;
+    options.threads = 1;
+    options.far_tier_horizon = 400ms;
+    sched::scheduled_thread_pool pool(options);
+    sched::test::occupied_worker<decltype(pool)> taken(pool);
     boost::asio::io_context io;
     sched::scheduler scheduler(io, pool);
     std::optional<error_code> result;
-    scheduler.async_wait(100ms, [&](error_code ec) { result = ec; });
-    auto work = pool.schedule(110ms, [] { return 42; });
+    scheduler.async_wait(300ms, [&](error_code ec) { result = ec; });
+    auto work = pool.schedule(410ms, [] { return 42; });
     io.run_for(20s); // returns once the wait has completed: nothing else is pending
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(!*result);

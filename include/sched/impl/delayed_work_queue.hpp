@@ -209,10 +209,10 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
     move_far_tasks_before(due);
     // A kept place holds only with one tier: tasks moved out of the far tier take new ones.
     const bool keep = order == push_order::kept && !far_open_.load(std::memory_order_relaxed);
-    if (!is_led_head(heap_.push(task, due, keep ? task.seq_ : next_seq_++)))
+    const std::size_t at = heap_.push(task, due, keep ? task.seq_ : next_seq_++);
+    if (!is_led_head(at))
         return false; // behind the head: no waiter needs to know
-    // A new, earlier head: whoever leads is sleeping until a later time.
-    head_moved_earlier();
+    new_head_at(at);
     return true;
 }
 
@@ -637,8 +637,9 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
         // them is the backup for this head (a held-up leader holds it up no longer than that).
         // Once per hurry interval at most, so that heads moving earlier over and over (timeouts
         // armed and cancelled before a later one) do not wake it each time: until then, the
-        // backup sleeps no longer than the interval. The far tier's marker always wakes it: it
-        // moves earlier only for a new earliest far task, which must not wait for the interval.
+        // backup sleeps no longer than the interval. The far tier's marker always wakes it, or
+        // far tasks would wait for the interval; it comes to the front only for a new earliest
+        // far task or as the head in front of it leaves, and the backup then sleeps until it.
         if (heap_.front().task == &marker_)
         {
             backup_until_ = time_point::min(); // once
@@ -671,7 +672,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
         {
             // An earlier head: the leader sleeps until a time that is now too late. (A later head
             // needs nobody woken: the leader wakes early, once, and sleeps again.)
-            head_moved_earlier();
+            new_head_at(at);
         }
         else if (was_head)
             head_left(); // a later head, perhaps another's
@@ -812,7 +813,8 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         if (heap_.empty() || leader_ != nullptr || deadline < heap_.front().due)
         {
             // A follower (or a poller whose deadline comes first): sleep until woken; or, as the
-            // backup while an external leader has the head, until it is overdue by the grace.
+            // backup while an external leader has the head, until it is overdue by the grace or
+            // the marker in front of it is due.
             time_point until = deadline;
             if (leader_ == &external_ && !heap_.empty() && (backup_ == nullptr || backup_ == self))
             {
