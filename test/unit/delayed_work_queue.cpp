@@ -1221,6 +1221,35 @@ struct silent_led_queue_fixture : silent_leader_holder, silent_queue_fixture
         return taker;
     }
 
+    // A grace of 30 s (a hurry interval of 300 s), a far tier of 1 s, task 1 due at `due`, led by
+    // a leader that never takes it, and a taker asleep as its backup.
+    blocking_call<int>& backup_for_a_led_head_beside_a_far_tier(silent_time due)
+    {
+        queue.set_leader_finder(&silent_leader_of, 30s);
+        queue.set_far_tier(1s, 2);
+        queue.push(make(1), due);
+        blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
+        BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+        return taker;
+    }
+
+    // Pushes task 100, far and nobody's, due at 1.3 s: its marker, due at 800 ms, comes in front
+    // of the led head (its leader is asked nothing), and the backup wakes to sleep until it.
+    // Then moves the clock to 1.3 s, which the backup sees 800 ms of real time on: it must take
+    // task 100 then, not once the led head is overdue by the grace (10 s leaves room for a loaded
+    // machine).
+    void expect_the_backup_to_take_a_far_task_due_first(blocking_call<int>& taker)
+    {
+        const std::uint64_t sleeps = taker.sleeps();
+        const std::size_t leads = leader.wakes.size();
+        queue.push(make(100), at(1300ms));
+        BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+        BOOST_TEST(leader.wakes.size() == leads);
+        manual_clock::advance(1300ms);
+        BOOST_TEST_REQUIRE((taker.result().wait_for(10s) == std::future_status::ready));
+        BOOST_TEST(taker.get() == 100);
+    }
+
     // A spin of 500 ms, task 1 due at 10 s, and the clock at 9.6 s: within the spin.
     void head_within_the_spin()
     {
@@ -1345,44 +1374,27 @@ BOOST_FIXTURE_TEST_CASE(within_the_hurry_interval_the_backup_sleeps_no_longer_th
 }
 
 // While an external leader waits for a head behind the far tier's marker, the backup sleeps until
-// the marker is due, not until that head is overdue by the grace (30 s here), and moves the far
-// tasks: one due before the led head comes out on time (10 s leaves room for a loaded machine).
+// the marker is due, not until that head is overdue by the grace, and moves the far tasks: one due
+// before the led head comes out on time.
 BOOST_FIXTURE_TEST_CASE(the_backup_wakes_for_the_far_tiers_marker_in_front_of_a_led_head,
                         silent_led_queue_fixture,
                         *boost::unit_test::timeout(60))
 {
-    queue.set_leader_finder(&silent_leader_of, 30s);
-    queue.set_far_tier(1s, 2);
-    queue.push(make(1), at(30s));      // the leader's
-    queue.push(make(100), at(1300ms)); // far, nobody's: its marker is due at 800 ms
-    BOOST_TEST((leader.wakes == std::vector<silent_time>{at(30s)}));
-    blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
-    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
-    manual_clock::advance(1300ms); // seen once the taker wakes, 800 ms of real time on
-    BOOST_TEST_REQUIRE((taker.result().wait_for(10s) == std::future_status::ready));
-    BOOST_TEST(taker.get() == 100);
+    blocking_call<int>& taker = backup_for_a_led_head_beside_a_far_tier(at(30s));
+    expect_the_backup_to_take_a_far_task_due_first(taker);
 }
 
-// The hurry interval (ten graces: 300 s here) does not hold the backup back from the marker: it
-// moves earlier only for a new earliest far task, which would otherwise wait for the interval.
+// The hurry interval does not hold the backup back from the marker: it moves earlier only for a
+// new earliest far task, which would otherwise wait for the interval.
 BOOST_FIXTURE_TEST_CASE(the_backup_wakes_for_the_far_tiers_marker_within_the_hurry_interval,
                         silent_led_queue_fixture,
                         *boost::unit_test::timeout(60))
 {
-    queue.set_leader_finder(&silent_leader_of, 30s);
-    queue.set_far_tier(1s, 2);
-    queue.push(make(1), at(60s));
-    blocking_call<int>& taker = backup.emplace([this] { return id_of(queue.take()); });
-    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
-    std::uint64_t sleeps = taker.sleeps();
+    blocking_call<int>& taker = backup_for_a_led_head_beside_a_far_tier(at(60s));
+    const std::uint64_t sleeps = taker.sleeps();
     queue.push(make(2), at(50s)); // an earlier led head: the backup wakes, and the interval starts
     BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
-    sleeps = taker.sleeps();
-    queue.push(make(100), at(1300ms)); // far, nobody's: its marker is due at 800 ms
-    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
-    manual_clock::advance(1300ms); // seen once the taker wakes, 800 ms of real time on
-    BOOST_TEST_REQUIRE((taker.result().wait_for(10s) == std::future_status::ready));
-    BOOST_TEST(taker.get() == 100);
+    expect_the_backup_to_take_a_far_task_due_first(taker);
 }
 
 BOOST_FIXTURE_TEST_CASE(with_a_spin_an_external_leader_is_asked_to_wake_the_spin_before_the_head,
