@@ -640,19 +640,15 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
         // backup sleeps no longer than the interval. The far tier's marker always wakes it, or
         // far tasks would wait for the interval; it comes to the front only for a new earliest
         // far task or as the head in front of it leaves, and the backup then sleeps until it.
-        if (heap_.front().task == &marker_)
+        if (heap_.front().task != &marker_)
         {
-            backup_until_ = time_point::min(); // once
-            available_.notify_all();
-            return;
-        }
-        const time_point now = Clock::now();
-        if (now >= hurried_until_)
-        {
+            const time_point now = Clock::now();
+            if (now < hurried_until_)
+                return;
             hurried_until_ = detail::saturating_add(now, hurry_interval());
-            backup_until_ = time_point::min(); // once
-            available_.notify_all();
         }
+        backup_until_ = time_point::min(); // once
+        available_.notify_all();
     }
 }
 
