@@ -717,7 +717,7 @@ private:
     }
     // Under the lock, while an external leader leads: when the backup wakes, to take the head
     // once it is overdue by the grace, or to move the far tier's marker in front of the led head
-    // once it is due (no external leader moves it).
+    // once it is due (no external leader wakes for it).
     time_point backup_deadline() const noexcept
     {
         const entry& front = heap_.front();
