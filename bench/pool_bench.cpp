@@ -12,16 +12,23 @@
 // reported as `fired`, counted to the end of the timed part: 0 unless a churn lasts more than a
 // second, W1's shortest delay; items that fall due during the teardown are not counted).
 //
-// W1's standing population is due uniform in [1 s, 10 s] from the churn's start, not from when
-// each item was armed: arming is not timed and at P = 10M takes seconds, so delays counted from
-// arming would end during the churn (sched's worker would run those items, steady_timer's handlers
-// would run between chunks, libuv's loop, which never turns, would run none: different work). So
-// each row plans its churn's start, its longest setup time so far (x 1.5, + 20 ms) after the
-// setup begins; it arms the standing items due at start + U[1 s, 10 s] and, if the setup is done
-// sooner, waits (untimed) for the start. A row's first run has no measured setup time: it first
-// rehearses the setup (untimed, no churn, items due an hour later) and tears it down. Counters:
-// setup_ms (arming, untimed) and start_late_ms (how long after its planned start the churn began:
-// a setup that overran its plan; the standing items are then due that much sooner).
+// Before the timed churn, every contestant churns P pairs untimed (a warm-up, part of the setup):
+// the churn is measured on the population it keeps standing, not on the one P arms in a row
+// build. A heap built by P arms in a row holds its oldest items nearest the root, so the first
+// pairs' cancels each move an entry down many levels: at P = 10M the first 1M pairs cost several
+// times the next ones (docs/performance.md, the twenty-sixth session).
+//
+// W1's standing population (the warm-up's items too) is due uniform in [1 s, 10 s] from the
+// churn's start, not from when each item was armed: arming is not timed and at P = 10M takes
+// seconds, so delays counted from arming would end during the churn (sched's worker would run
+// those items, steady_timer's handlers would run between chunks, libuv's loop, which never turns,
+// would run none: different work). So each row plans its churn's start, its longest setup time
+// so far (x 1.5, + 20 ms) after the setup begins; it arms the standing items due at start +
+// U[1 s, 10 s] and, if the setup is done sooner, waits (untimed) for the start. A row's first run
+// has no measured setup time: it first rehearses the setup (untimed, no churn, items due an hour
+// later) and tears it down. Counters: setup_ms (arming and the warm-up, untimed) and
+// start_late_ms (how long after its planned start the churn began: a setup that overran its
+// plan; the standing items are then due that much sooner).
 //
 // The contestants, W1 (timed: the M pairs only; setup and teardown are not timed):
 //   sched            one pool; each producer keeps its futures in a ring of P slots:
@@ -294,6 +301,11 @@ void sched_churn(sched::scheduled_thread_pool& pool,
     ring.reserve(p);
     for (std::size_t i = 0; i < p; ++i)
         ring.push_back(pool.schedule_at(due_from + rng.uniform(1s, 10s), body));
+    for (auto& future : ring) // the warm-up
+    {
+        benchmark::DoNotOptimize(future.cancel());
+        future = pool.schedule_at(due_from + rng.uniform(1s, 10s), body);
+    }
 
     start();
     std::size_t head = 0;
@@ -372,6 +384,18 @@ public:
             slot.emplace(io_, due_from + rng_.uniform(1s, 10s));
             arm(*slot);
         }
+        std::size_t warmed = 0;
+        for (auto& slot : ring_) // the warm-up, draining the aborted waits as the chunks do
+        {
+            if (reuse_)
+                slot->expires_at(due_from + rng_.uniform(1s, 10s));
+            else
+                slot.emplace(io_, due_from + rng_.uniform(1s, 10s));
+            arm(*slot);
+            if (++warmed % chunk_pairs == 0)
+                io_.poll();
+        }
+        io_.poll();
     }
 
     // Starts the chain; `done` runs in the io_context's thread after the last pair.
@@ -466,15 +490,14 @@ void w1_asio(benchmark::State& state)
             asio::io_context io(static_cast<int>(threads));
             std::vector<std::unique_ptr<asio_churn>> chains;
             std::atomic<std::size_t> chains_left{threads};
-            for (std::size_t i = 0; i < threads; ++i)
-            {
+            for (std::size_t i = 0; i < threads; ++i) // each warms up polling the io_context:
                 chains.push_back(std::make_unique<asio_churn>(io, p_each, m_each, plan.due_from,
                                                               2000 + i, reuse));
-                chains.back()->post([&] {
+            for (const auto& chain : chains) // so none is posted before all are built
+                chain->post([&] {
                     if (chains_left.fetch_sub(1) == 1)
                         io.stop();
                 });
-            }
             const auto body = [&](std::size_t, const auto& start, const auto& stop) {
                 start();
                 io.run(); // until the last chain to finish stops it
@@ -530,15 +553,23 @@ void w1_libuv(benchmark::State& state)
             // Setup, not timed. libuv's timeouts count from the loop's time, read here.
             uv_update_time(&loop);
             const clock_type::time_point loop_time = clock_type::now();
-            for (uv_timer_t& timer : ring)
-            {
-                uv_check(uv_timer_init(&loop, &timer));
-                timer.data = &fired;
+            const auto start_timer = [&](uv_timer_t& timer) {
                 const auto due = plan.due_from + rng.uniform(1s, 10s);
                 const auto timeout =
                     std::chrono::duration_cast<std::chrono::milliseconds>(due - loop_time);
                 uv_check(uv_timer_start(&timer, on_uv_timer,
                                         static_cast<std::uint64_t>(timeout.count()), 0));
+            };
+            for (uv_timer_t& timer : ring)
+            {
+                uv_check(uv_timer_init(&loop, &timer));
+                timer.data = &fired;
+                start_timer(timer);
+            }
+            for (uv_timer_t& timer : ring) // the warm-up
+            {
+                uv_check(uv_timer_stop(&timer));
+                start_timer(timer);
             }
 
             const auto body = [&](std::size_t, const auto& start, const auto& stop) {

@@ -6,6 +6,7 @@
 //   W1  timeout churn: a standing population of P pending one-shot items, delays uniform in
 //       [1 s, 10 s]; each benchmark iteration removes the oldest pending item (oldest by insertion:
 //       the one "cancelled") and pushes a new one. Time per iteration = ns per cancel+insert pair.
+//       P untimed pairs first (a warm-up: see pool_bench.cpp).
 //   W2  mass pending: push N items with delays in [60 s, 120 s], then remove them all; push and
 //       remove rates, and resident memory (VmRSS) per pending item and after the removal.
 //   Pop taking due heads: P items already due, then pop them all; ns per pop.
@@ -172,12 +173,21 @@ void w1_churn(benchmark::State& state)
         return rng.uniform(1s, 10s);
     };
 
-    // Setup, not timed: P pending items; ring[head] is the oldest.
+    // Setup, not timed: P pending items; ring[head] is the oldest. Then P pairs of warm-up, so
+    // that the pairs timed churn the population the churn keeps, not the one P pushes in a row
+    // build (its oldest items nearest the root: see pool_bench.cpp).
     Queue queue;
     std::vector<item*> ring(p);
     clock_type::time_point now = clock_type::now();
     for (item*& slot : ring)
     {
+        slot = new item;
+        queue.push(*slot, now + delay());
+    }
+    for (item*& slot : ring)
+    {
+        queue.remove(*slot);
+        delete slot;
         slot = new item;
         queue.push(*slot, now + delay());
     }

@@ -166,7 +166,8 @@ def machine():
 def queue_section(r, rows):
     r.add("### The queue alone (`sched_bench_queue`, one thread)", "")
     r.add("ns per cancel + insert pair, the item allocated and freed each time, the clock read "
-          "once per 1,024 pairs; `delayed_work_queue` includes its lock.", "")
+          "once per 1,024 pairs; `delayed_work_queue` includes its lock. P untimed pairs come "
+          "first, as in the pool's W1.", "")
     table = []
     for p in sizes(rows, "W1_churn/sched_queue", "P"):
         def ns(family):
@@ -185,9 +186,12 @@ def pool_w1_section(r, rows, dat):
           "API; thread-safe, reads the clock per call). steady_timer: a timer object per timeout, "
           "churned inside its `io_context`'s thread (Asio's best case). libuv: a `uv_timer_t` per "
           "slot, `uv_timer_stop` + `uv_timer_start` outside the loop, clock cached per 256 pairs "
-          "(libuv's best case; single-threaded, no locks). The standing items are due [1 s, 10 s] "
-          "after the churn's start, as the churn's own are after they are armed (arming them is "
-          "not timed, and at 10M takes seconds: the churn waits for its planned start). "
+          "(libuv's best case; single-threaded, no locks). Each contestant arms P items, then "
+          "churns P pairs untimed (a warm-up: the pairs timed then churn the population the churn "
+          "keeps, not the one P arms in a row build, whose oldest items sit nearest the root), "
+          "all due [1 s, 10 s] after the churn's start, as the churn's own are after they are "
+          "armed (the setup is not timed, and at 10M takes seconds: the churn waits for its "
+          "planned start). "
           "\"Fired\" counts the items that ran during a run, the most of any repetition: 0 "
           "where the contestants did the same work.", "")
     table, points = [], []
