@@ -12,11 +12,11 @@
 // reported as `fired`, counted to the end of the timed part: 0 unless a churn lasts more than a
 // second, W1's shortest delay; items that fall due during the teardown are not counted).
 //
-// Before the timed churn, every contestant churns P pairs untimed (a warm-up, part of the setup):
-// the churn is measured on the population it keeps standing, not on the one P arms in a row
-// build. A heap built by P arms in a row holds its oldest items nearest the root, so the first
-// pairs' cancels each move an entry down many levels: at P = 10M the first 1M pairs cost several
-// times the next ones (docs/performance.md, the twenty-sixth session).
+// Before the timed churn, every contestant churns P pairs untimed (a warm-up, part of the setup),
+// so that the pairs timed see the churn's steady state, each page written once a cycle, rather
+// than memory last written when the setup began: on the hosts this runs on, the first write to
+// such a page costs several times a later one, so that at P = 10M sched's first 1M pairs cost
+// 3-5 times the next ones (docs/performance.md, the twenty-sixth session).
 //
 // W1's standing population (the warm-up's items too) is due uniform in [1 s, 10 s] from the
 // churn's start, not from when each item was armed: arming is not timed and at P = 10M takes

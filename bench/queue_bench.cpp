@@ -174,8 +174,7 @@ void w1_churn(benchmark::State& state)
     };
 
     // Setup, not timed: P pending items; ring[head] is the oldest. Then P pairs of warm-up, so
-    // that the pairs timed churn the population the churn keeps, not the one P pushes in a row
-    // build (its oldest items nearest the root: see pool_bench.cpp).
+    // that the pairs timed see the churn's steady state (see pool_bench.cpp).
     Queue queue;
     std::vector<item*> ring(p);
     clock_type::time_point now = clock_type::now();
