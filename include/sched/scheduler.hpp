@@ -347,7 +347,7 @@ private:
 
     static boost::asio::io_context* io_context_of(const executor_type& ex) noexcept
     {
-        const auto* io = detail::io_executor_of(ex);
+        const auto io = detail::io_executor_of(ex);
         return io ? &io->context() : nullptr;
     }
 

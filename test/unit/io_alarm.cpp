@@ -10,11 +10,13 @@
 #include <sched/error.hpp>
 #include <sched/scheduler.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/require.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/unit_test.hpp>
 
@@ -282,6 +284,30 @@ BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worke
 {
     boost::asio::io_context io;
     expect_the_alarm_to_complete_a_wait(io, pool);
+}
+
+// A scheduler on an any_io_executor holding a tracked executor of the io_context (what
+// require(io.get_executor(), outstanding_work.tracked) gives) has the io_context's alarm, as one
+// on its untracked executor has (before, the workers waited instead: the busy worker here would
+// have held the wait up for a minute). The scheduler's executor keeps the io_context's work, so
+// run() would not return: it runs one handler at a time until the wait has completed.
+BOOST_FIXTURE_TEST_CASE(a_scheduler_on_a_tracked_io_executor_has_the_io_contexts_alarm,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    boost::asio::io_context io;
+    std::optional<error_code> result;
+    {
+        sched::scheduler scheduler(
+            boost::asio::any_io_executor(boost::asio::require(
+                io.get_executor(), boost::asio::execution::outstanding_work.tracked)),
+            pool);
+        scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
+        while (!result && io.run_one_for(20s) != 0)
+        {}
+    }
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(!*result);
 }
 
 // A scheduler on a strand of an io_context is the first on it: the services an alarm needs are

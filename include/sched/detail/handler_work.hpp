@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
+#include <boost/asio/require.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <concepts>
@@ -34,17 +35,25 @@ template <class T>
 inline constexpr bool has_own_executor =
     !std::is_same_v<boost::asio::associated_executor_t<T, no_executor>, no_executor>;
 
-// The io_context executor that `ex` is (or, for an any_io_executor, wraps), or null.
+// The io_context executor that `ex` is, untracked, or that an any_io_executor `ex` holds,
+// tracked or not (what require(io.get_executor(), outstanding_work.tracked) gives); else nullopt.
 template <class Executor>
-const boost::asio::io_context::executor_type* io_executor_of(const Executor& ex) noexcept
+std::optional<boost::asio::io_context::executor_type> io_executor_of(const Executor& ex) noexcept
 {
     using io_executor = boost::asio::io_context::executor_type;
     if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
-        return ex.template target<io_executor>();
+    {
+        if (const auto* io = ex.template target<io_executor>())
+            return *io;
+        if (const auto* counted = ex.template target<tracked_executor_t<io_executor>>())
+            return boost::asio::require(*counted,
+                                        boost::asio::execution::outstanding_work.untracked);
+        return std::nullopt;
+    }
     else if constexpr (std::is_same_v<Executor, io_executor>)
-        return &ex;
+        return ex;
     else
-        return nullptr;
+        return std::nullopt;
 }
 
 // Whether E::context() is an io_context: its executors' (of any kind) and io_context::strand.
@@ -54,8 +63,8 @@ concept names_its_io_context =
 
 // The io_context that `ex` submits to, if `ex` is an io_context's executor, or a strand of one
 // (`make_strand(socket.get_executor())` is a strand of an any_io_executor that wraps one), or an
-// io_context::strand, or an any_io_executor that wraps an io_context's executor or a strand of
-// one; else null.
+// io_context::strand, or an any_io_executor that wraps an io_context's executor (tracked or not)
+// or a strand of one; else null.
 template <class Executor>
 boost::asio::io_context* io_context_behind(const Executor& ex) noexcept
 {
@@ -64,6 +73,8 @@ boost::asio::io_context* io_context_behind(const Executor& ex) noexcept
         using io_executor = boost::asio::io_context::executor_type;
         if (const auto* io = ex.template target<io_executor>())
             return io_context_behind(*io);
+        if (const auto* counted = ex.template target<tracked_executor_t<io_executor>>())
+            return io_context_behind(*counted);
         if (const auto* strand = ex.template target<boost::asio::strand<io_executor>>())
             return io_context_behind(*strand);
         if (const auto* strand = ex.template target<boost::asio::strand<Executor>>())
@@ -137,7 +148,7 @@ private:
     {
         if constexpr (polymorphic)
         {
-            if (const io_executor* io = io_executor_of(ex))
+            if (const std::optional<io_executor> io = io_executor_of(ex))
                 return track_io(*io, counted_elsewhere);
             return storage(
                 std::in_place_index<2>,
