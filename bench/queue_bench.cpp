@@ -183,11 +183,14 @@ void w1_churn(benchmark::State& state)
         slot = new item;
         queue.push(*slot, now + delay());
     }
-    for (item*& slot : ring)
-    {
+    const auto replace = [&queue](item*& slot) { // the oldest, cancelled; a new item unqueued
         queue.remove(*slot);
         delete slot;
         slot = new item;
+    };
+    for (item*& slot : ring)
+    {
+        replace(slot);
         queue.push(*slot, now + delay());
     }
 
@@ -196,9 +199,7 @@ void w1_churn(benchmark::State& state)
     for (auto _ : state)
     {
         item*& slot = ring[head];
-        queue.remove(*slot);
-        delete slot;
-        slot = new item;
+        replace(slot);
         if (now_per_push)
             queue.push(*slot, delay());
         else

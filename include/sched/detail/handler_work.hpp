@@ -71,10 +71,8 @@ boost::asio::io_context* io_context_behind(const Executor& ex) noexcept
     if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>)
     {
         using io_executor = boost::asio::io_context::executor_type;
-        if (const auto* io = ex.template target<io_executor>())
-            return io_context_behind(*io);
-        if (const auto* counted = ex.template target<tracked_executor_t<io_executor>>())
-            return io_context_behind(*counted);
+        if (const std::optional<io_executor> io = io_executor_of(ex))
+            return &io->context();
         if (const auto* strand = ex.template target<boost::asio::strand<io_executor>>())
             return io_context_behind(*strand);
         if (const auto* strand = ex.template target<boost::asio::strand<Executor>>())
