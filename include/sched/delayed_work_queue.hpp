@@ -24,6 +24,12 @@
 
 namespace sched {
 
+namespace detail {
+// Lets tests bring a queue's main heap to the end of its push orders (defined by the tests).
+template <class Queue>
+struct queue_order_access;
+} // namespace detail
+
 /// An unbounded blocking priority queue of tasks ordered by due time: Java's DelayedWorkQueue.
 /**
  * Tasks come out in order of due time; tasks due at the same time come out in the order they were
@@ -83,8 +89,8 @@ public:
         /// When the task was last due, once it has left the queue (taken, removed, cleared), or
         /// would have been due if push_if() refused it (the clock's epoch before its first push);
         /// nullopt while it is queued, here or elsewhere (ask its queue: due_time()). Exact, but
-        /// for the 2^48 ticks from 2^62 ticks before the epoch (in nanoseconds, 3.3 days 146
-        /// years before it), which read as the tick before them.
+        /// for the 2^60 ticks from 2^62 ticks before the epoch (in nanoseconds, the 36.5 years
+        /// from 146 years before it), which read as the tick before them.
         std::optional<time_point> last_due_time() const noexcept
         {
             const std::int64_t recorded = place_.load(std::memory_order_relaxed);
@@ -104,15 +110,28 @@ public:
 
         bool queued() const noexcept { return is_place(place_.load(std::memory_order_relaxed)); }
 
-        // Where the task is queued (its heap's number and its position there: see place_of()),
-        // or when it was last due: one word, so that the due time of a queued task lives in its
-        // heap's entry only (issue 6's W2: bytes per pending task). Written under the lock of
-        // the heap that holds it; atomic so that a remover may read it before taking that lock,
-        // another queue refuse the task, and anyone read its last due time.
+        // Where the task is queued (its heap's number, its position there and the high bits of
+        // its push order: see place_of()), or when it was last due: one word, so that a queued
+        // task's due time and the rest of its push order live in its heap's entry only (issue
+        // 6's W2: bytes per pending task). Written under the lock of the heap that holds it;
+        // atomic so that a remover may read it before taking that lock, another queue refuse the
+        // task, and anyone read its last due time.
         std::atomic<std::int64_t> place_{0};
-        // Push order within its heap, breaking ties of due time (kept by push_again_if());
-        // guarded by that heap's lock.
-        std::uint64_t seq_ = 0;
+    };
+
+    /// Where a task stood among the tasks due at the same time as it left the queue, for
+    /// push_again_if(): take() and take_led() hand it to an `on_take` that accepts one. A
+    /// default-constructed one keeps no place.
+    class kept_place
+    {
+    public:
+        kept_place() noexcept = default;
+
+    private:
+        friend class basic_delayed_work_queue;
+        explicit kept_place(std::uint64_t value) noexcept : value_(value) {}
+        // 0: none; else its heap's renumbering count and the push order (see heap::kept()).
+        std::uint64_t value_ = 0;
     };
 
     /// Something other than a waiting thread that can sleep until a head is due: an Asio timer,
@@ -194,12 +213,13 @@ public:
     bool push_if(node& task, time_point due, Predicate allowed);
 
     /// Like push_if(), for a task that was queued before and has left (a periodic task's next
-    /// run): among tasks due at the same time it keeps the place it had when it left (as Java's
-    /// periodic tasks keep their sequence number), rather than go after those pushed since.
-    /// With the far tier open it takes a new place, as tasks do when they move out of the far
-    /// tier, so that the order stays that of the pushes.
+    /// run): among tasks due at the same time it takes @p place, the place it had when it left
+    /// (as Java's periodic tasks keep their sequence number), rather than go after those pushed
+    /// since. It takes a new place with the far tier open, as tasks do when they move out of the
+    /// far tier, so that the order stays that of the pushes; and after the queue has renumbered
+    /// its places (once every 2^44 pushes, so that they never run out) since the task left.
     template <class Predicate>
-    bool push_again_if(node& task, time_point due, Predicate allowed);
+    bool push_again_if(node& task, time_point due, kept_place place, Predicate allowed);
 
     /// Removes and returns the head once it is due, blocking until then.
     /**
@@ -207,9 +227,10 @@ public:
      */
     node* take(std::stop_token stop = {});
 
-    /// Like take(), and calls @p on_take(task) under the queue's lock as the task leaves: whoever
-    /// counts the tasks it holds outside the queue counts this one before anyone can see the
-    /// queue without it (see under_locks()). @p on_take must not throw.
+    /// Like take(), and calls @p on_take(task), or @p on_take(task, place) if it takes the task's
+    /// kept_place too, under the queue's lock as the task leaves: whoever counts the tasks it
+    /// holds outside the queue counts this one before anyone can see the queue without it (see
+    /// under_locks()). @p on_take must not throw.
     template <class OnTake>
     node* take(std::stop_token stop, OnTake on_take)
     {
@@ -349,7 +370,7 @@ public:
     void set_far_tier(duration horizon, std::size_t shards);
 
     /// Most shards a far tier can have.
-    static constexpr std::size_t max_far_shards = 254;
+    static constexpr std::size_t max_far_shards = 126;
 
     /// Sends later pushes to the main heap only; the far tier's tasks move there as before. Then
     /// remove()'s callback is told whether the queue is empty: for a queue being shut down. It
@@ -405,37 +426,85 @@ public:
     std::size_t clear(OnRemove on_remove) noexcept;
 
 private:
-    // The due time lives beside the pointer so that comparisons touch the tasks only for equal
-    // due times (then the push order decides). Sixteen bytes: eight children fill two lines.
+    template <class Queue>
+    friend struct detail::queue_order_access;
+
+    // A task's push order within its heap breaks ties of due time: 44 bits, 25 of them in the
+    // task's place_ and 19 in its entry, where the task's address leaves them free. A heap that
+    // runs out of them renumbers its tasks (see heap::renumber()).
+    static constexpr int order_bits = 44;
+    static constexpr int order_low_bits = 19;
+    static constexpr int order_high_bits = order_bits - order_low_bits;
+    static constexpr std::uint64_t order_limit = std::uint64_t(1) << order_bits;
+
+    // The due time lives beside the task so that comparisons touch the tasks only for equal due
+    // times (then the push order decides). Sixteen bytes: eight children fill two lines.
     struct entry
     {
         time_point due;
-        node* task;
+        // The task's address (48 bits, 8-aligned), with the low bits of its push order in its 16
+        // top bits and its 3 bottom ones.
+        std::uint64_t word;
+
+        static constexpr std::uint64_t address_mask = 0x0000'ffff'ffff'fff8;
+        static constexpr int top_shift = 48;
+        static_assert(alignof(node) >= 8 && sizeof(std::uintptr_t) <= sizeof(std::uint64_t));
+
+        node* task() const noexcept { return reinterpret_cast<node*>(word & address_mask); }
+        std::uint64_t order_low() const noexcept { return (word & 7) | (word >> top_shift) << 3; }
+        // `task`'s address (which must fit: see fits()) and the low bits of `order`.
+        static std::uint64_t word_of(const node& task, std::uint64_t order) noexcept
+        {
+            return reinterpret_cast<std::uintptr_t>(&task) | (order & 7) |
+                   (order >> 3 & 0xffff) << top_shift;
+        }
+        static bool fits(const node& task) noexcept
+        {
+            return (reinterpret_cast<std::uintptr_t>(&task) & ~address_mask) == 0;
+        }
     };
 
-    // A node's place_ holds a place or a time. The places are a window of 2^48 values, 2^62 ticks
-    // before the clock's epoch (146 years in nanoseconds): a heap's number in the top 8 bits (0
-    // for the main heap, 1 + i for shard i of the far tier) and the position in that heap in the
-    // lower 40 (a heap of 2^40 entries would need 16 TiB). Every other value is the last due
-    // time's count of ticks; a due time inside the window is recorded as the tick before it.
-    static constexpr int position_bits = 40;
+    // A node's place_ holds a place or a time. The places are a window of 2^60 values, 2^62 ticks
+    // before the clock's epoch (146 years in nanoseconds): a heap's number in the top 7 bits (0
+    // for the main heap, 1 + i for shard i of the far tier), the position in that heap in the
+    // next 28 (a heap holds at most 2^28 tasks: 4 GiB of entries), and the high bits of the
+    // task's push order in the lowest 25. Every other value is the last due time's count of
+    // ticks; a due time inside the window is recorded as the tick before it.
+    static constexpr int position_bits = 28;
+    static constexpr int heap_number_shift = position_bits + order_high_bits;
     static constexpr std::int64_t first_place = -(std::int64_t(1) << 62);
-    static constexpr std::int64_t place_count = std::int64_t(1) << 48;
-    static_assert(max_far_shards < (place_count >> position_bits));
+    static constexpr std::int64_t place_count = std::int64_t(1) << 60;
+    static constexpr std::size_t max_heap_size = std::size_t(1) << position_bits;
+    static_assert(max_far_shards < (std::size_t(place_count) >> heap_number_shift));
 
     static bool is_place(std::int64_t recorded) noexcept
     {
         return recorded >= first_place && recorded < first_place + place_count;
     }
-    static std::int64_t place_of(std::size_t heap_number, std::size_t position) noexcept
+    static std::int64_t
+    place_of(std::size_t heap_number, std::size_t position, std::uint64_t order_high) noexcept
     {
-        return first_place + std::int64_t(heap_number << position_bits | position);
+        return first_place + std::int64_t(heap_number << heap_number_shift |
+                                          position << order_high_bits | order_high);
+    }
+    // Of a place: the heap's number, the position, the high bits of the push order.
+    static std::size_t heap_number_of(std::int64_t place) noexcept
+    {
+        return std::size_t(place - first_place) >> heap_number_shift;
+    }
+    static std::size_t position_of(std::int64_t place) noexcept
+    {
+        return std::size_t(place - first_place) >> order_high_bits & (max_heap_size - 1);
+    }
+    static std::uint64_t order_high_of(std::int64_t place) noexcept
+    {
+        return std::uint64_t(place - first_place) & ((std::uint64_t(1) << order_high_bits) - 1);
     }
     // The far heap (1 + i for shard i) that `task` is queued in; 0 if the main heap, or none.
     static std::size_t far_number(const node& task) noexcept
     {
         const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
-        return is_place(recorded) ? std::size_t(recorded - first_place) >> position_bits : 0;
+        return is_place(recorded) ? heap_number_of(recorded) : 0;
     }
     static std::int64_t recorded_due(time_point due) noexcept
     {
@@ -447,7 +516,7 @@ private:
     class heap
     {
     public:
-        explicit heap(std::size_t number) noexcept : first_(place_of(number, 0)) {}
+        explicit heap(std::size_t number) noexcept : number_(number) {}
 
         std::size_t size() const noexcept { return entries_.size(); }
         bool empty() const noexcept { return entries_.empty(); }
@@ -458,21 +527,35 @@ private:
         std::optional<std::size_t> find(const node& task) const noexcept
         {
             const std::int64_t recorded = task.place_.load(std::memory_order_relaxed);
-            if (!is_place(recorded) || recorded < first_)
+            if (!is_place(recorded) || heap_number_of(recorded) != number_)
                 return std::nullopt;
-            const auto i = std::size_t(recorded - first_);
-            if (i >= entries_.size() || entries_[i].task != &task)
+            const std::size_t i = position_of(recorded);
+            if (i >= entries_.size() || entries_[i].task() != &task)
                 return std::nullopt;
             return i;
         }
 
-        // Adds `task` with push order `seq`; returns its position. Throws std::bad_alloc, and then
-        // nothing changed.
-        std::size_t push(node& task, time_point due, std::uint64_t seq);
+        // Adds `task`, after the tasks due at the same time or at `place` among them if that
+        // is one of this heap's current numbering; returns its position. Throws std::bad_alloc
+        // (also when the heap is full), and then nothing changed.
+        std::size_t push(node& task, time_point due, kept_place place = {});
         // Room for one more entry, so that the next push cannot throw (growing as pushes do).
-        void make_room() { entries_.make_room(); }
-        // Gives the entry at `i` a new due time and push order; returns its position.
-        std::size_t move(std::size_t i, time_point due, std::uint64_t seq) noexcept;
+        void make_room()
+        {
+            if (entries_.size() == max_heap_size)
+                throw std::bad_alloc();
+            entries_.make_room();
+        }
+        // Gives the entry at `i` a new due time and a new push order (after the tasks due at
+        // the same time); returns its position.
+        std::size_t move(std::size_t i, time_point due) noexcept;
+        // For tests (see detail::queue_order_access): the next push or move takes order `next`.
+        void set_next_order(std::uint64_t next) noexcept { next_order_ = next; }
+        // The place the entry at `i` holds among those due at the same time.
+        kept_place kept(std::size_t i) const noexcept
+        {
+            return kept_place(renumberings_ << order_bits | order_of(entries_[i]));
+        }
         node* pop_front() noexcept;
         void remove_at(std::size_t i) noexcept;
         // The due time of the entry after the front (one of its children); max() if none.
@@ -493,22 +576,46 @@ private:
         static bool matches(Predicate& pred, const entry& e)
         {
             if constexpr (std::is_invocable_v<Predicate&, node&, time_point>)
-                return pred(*e.task, e.due);
+                return pred(*e.task(), e.due);
             else
-                return pred(*e.task);
+                return pred(*e.task());
         }
         // Unqueues every task and hands over the array that held them (no memory needed).
         auto release() noexcept
         {
             for (entry& e : entries_)
-                e.task->place_.store(recorded_due(e.due), std::memory_order_relaxed);
+                e.task()->place_.store(recorded_due(e.due), std::memory_order_relaxed);
             return std::exchange(entries_, {});
         }
 
     private:
+        static std::uint64_t order_of(const entry& e) noexcept
+        {
+            const std::int64_t place = e.task()->place_.load(std::memory_order_relaxed);
+            return order_high_of(place) << order_low_bits | e.order_low();
+        }
         static bool earlier(const entry& a, const entry& b) noexcept
         {
-            return a.due < b.due || (a.due == b.due && a.task->seq_ < b.task->seq_);
+            return a.due < b.due || (a.due == b.due && order_of(a) < order_of(b));
+        }
+        // The push order for the next push or move: the next number, after renumbering if
+        // they have run out (which moves the entries).
+        std::uint64_t next_order() noexcept
+        {
+            if (next_order_ == order_limit) [[unlikely]]
+                renumber();
+            return next_order_++;
+        }
+        // Gives the tasks the push orders 0, 1, 2… in the order they come out, and the next
+        // push the one after: sorts the entries (a sorted array is a heap). Places kept before
+        // it no longer hold (see push_again_if()).
+        void renumber() noexcept;
+        // Records in `task` its position `i` and the high bits of `order`; the entry holds the
+        // rest.
+        void record(node& task, std::size_t i, std::uint64_t order) const noexcept
+        {
+            task.place_.store(place_of(number_, i, order >> order_low_bits),
+                              std::memory_order_relaxed);
         }
 
         // The position of the entry after the front: its earliest-due child; 0 if it has none.
@@ -520,7 +627,9 @@ private:
         void check_invariants(std::size_t touched) const noexcept;
 
         detail::heap_array<entry, arity> entries_;
-        std::int64_t first_; // the place of its first entry
+        std::size_t number_;             // 0: the main heap; 1 + i: shard i of the far tier
+        std::uint64_t next_order_ = 0;   // the next push's order
+        std::uint64_t renumberings_ = 1; // 1 + how often it has renumbered (0: no kept place)
     };
 
     // A heap of the far tier, with its own lock; on a cache line of its own.
@@ -530,7 +639,6 @@ private:
 
         detail::atomic_mutex mutex;
         heap tasks;
-        std::uint64_t next_seq = 0; // push order within the shard
     };
 
     // Holds the lock of every shard, taken in order after the main lock.
@@ -579,24 +687,29 @@ private:
         return due <= now && due != time_point::max();
     }
 
-    // Where a push puts a task among those due at the same time: after every other (a new
-    // push order), or where it was (the push order it was given before).
-    enum class push_order
-    {
-        last,
-        kept
-    };
-
     // Pushes `task` if `allowed()`, called once under the lock the push takes: nullopt if it did
-    // not; otherwise whether the task became the head.
+    // not; otherwise whether the task became the head. Among the tasks due at the same time it
+    // goes last, or at `place` (see push_again_if()).
     template <class Predicate>
     std::optional<bool>
-    push_checked(node& task, time_point due, Predicate& allowed, push_order order);
+    push_checked(node& task, time_point due, Predicate& allowed, kept_place place);
+    // Throws std::invalid_argument unless `task` may be pushed: not queued, and at an address
+    // that an entry holds (below 2^48, as on every 64-bit Linux unless asked for higher).
+    static void check_pushable(const node& task);
     // push_checked()'s refusal: the task keeps the due time it would have had.
     static std::nullopt_t refused(node& task, time_point due) noexcept;
     // Under the lock: pushes `task`; `far` is what far_shard_for() said with the recent reading
     // (a task it did not send there stays near; one it did is judged again by the clock).
-    bool push_locked(node& task, time_point due, shard* far, push_order order);
+    bool push_locked(node& task, time_point due, shard* far, kept_place place);
+    // Calls on_take(task), or on_take(task, place) if it takes a kept_place.
+    template <class OnTake>
+    static void took(OnTake& on_take, node& task, kept_place place) noexcept
+    {
+        if constexpr (std::is_invocable_v<OnTake&, node&, kept_place>)
+            on_take(task, place);
+        else
+            on_take(task);
+    }
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);
     void wait_until(std::unique_lock<detail::atomic_mutex>& lock, time_point t);
@@ -612,8 +725,8 @@ private:
     bool is_led_head(std::size_t at) const noexcept
     {
         if (at == 0)
-            return heap_.front().task != &marker_;
-        return at <= arity && heap_.front().task == &marker_ && led_head() == &heap_[at];
+            return heap_.front().task() != &marker_;
+        return at <= arity && heap_.front().task() == &marker_ && led_head() == &heap_[at];
     }
     // Under the lock: the task at `at` is a new, earlier led_head(), so whoever leads it sleeps
     // too long. Behind the marker, whoever leads the marker wakes in time for it: only an
@@ -651,7 +764,7 @@ private:
     // The external leader that waits for `e`, if any (never for the far marker).
     external_leader* leader_of(const entry& e) const noexcept
     {
-        return find_ && e.task != &marker_ ? find_(*e.task) : nullptr;
+        return find_ && e.task() != &marker_ ? find_(*e.task()) : nullptr;
     }
     // Under the lock, with a due head: whether a waiting thread leaves it to its external leader
     // (it is not yet overdue by the grace).
@@ -676,7 +789,7 @@ private:
     time_point head_wake_time() const noexcept
     {
         const entry& head = heap_.front();
-        return wake_time(head.due, heap_.second_due(), head.task != &marker_);
+        return wake_time(head.due, heap_.second_due(), head.task() != &marker_);
     }
     // Under the lock, with `head` the front or led_head() (a reference into the heap, not a copy:
     // its address says which): when whoever leads it wakes for it.
@@ -705,7 +818,7 @@ private:
     // for the marker: its move keeps nobody waiting).
     bool polls(const entry& head, time_point now) const noexcept
     {
-        return spin_ != duration::zero() && head.task != &marker_ && now >= wake_time_of(head);
+        return spin_ != duration::zero() && head.task() != &marker_ && now >= wake_time_of(head);
     }
     // When the waiting threads stop leaving a head due at `due` to its external leader: the
     // grace after the latest its leader may be asked to wake for it (the slack after it is due;
@@ -721,7 +834,7 @@ private:
     time_point backup_deadline() const noexcept
     {
         const entry& front = heap_.front();
-        return front.task == &marker_ ? head_wake_time() : leader_deadline(front.due);
+        return front.task() == &marker_ ? head_wake_time() : leader_deadline(front.due);
     }
     void wake_all() noexcept;
     // Calls found(tasks, at, main_locked) under the lock of the heap that holds `task`, `at`
@@ -775,7 +888,6 @@ private:
     mutable detail::atomic_mutex mutex_;
     std::condition_variable_any available_; // a new head, a leaving leader, a stop or a clock move
     heap heap_{0};                          // the main heap
-    std::uint64_t next_seq_ = 0;
     // The waiter sleeping until the head is due, if any; &external_ when that is external_.
     const void* leader_ = nullptr;
     // While external_ leads: the follower sleeping until the head is overdue by the grace, or the

@@ -356,6 +356,9 @@ private:
     // gone idle after shutdown: finish_pending() gives it back all the same).
     void take_pending() noexcept;
     void finish_pending() noexcept;
+    // Under the queue's lock, as `t` leaves it to run: counts it pending, and a periodic task
+    // keeps its place among the tasks due at the same time for its next run.
+    void taken(task_type& t, typename queue_type::kept_place place) noexcept;
     // As the pool shuts down (again, harmlessly): the pending count and the queue learn it, so
     // that the last step to idle can tell the queue is empty.
     void begin_closing() noexcept;

@@ -25,6 +25,7 @@
 #include "support/blocking_call.hpp"
 #include "support/millisecond_clock.hpp"
 #include "support/queue_fixture.hpp"
+#include "support/queue_order_access.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
 #include "support/wait.hpp"
@@ -449,7 +450,7 @@ BOOST_AUTO_TEST_CASE(last_due_time_is_exact_but_for_a_window_146_years_before_th
     using time_point = manual_clock::time_point;
     using duration = manual_clock::duration;
     const std::int64_t window = -(std::int64_t(1) << 62); // where a task records its place
-    const std::int64_t past_window = window + (std::int64_t(1) << 48);
+    const std::int64_t past_window = window + (std::int64_t(1) << 60);
     const std::pair<time_point, time_point> pushed_and_read[] = {
         {time_point::min(), time_point::min()},
         {time_point::max(), time_point::max()},
@@ -468,6 +469,49 @@ BOOST_AUTO_TEST_CASE(last_due_time_is_exact_but_for_a_window_146_years_before_th
         BOOST_TEST(queue.remove(a));
         BOOST_TEST((a.last_due_time() == read));
     }
+}
+
+// Tasks due at the same time come out in the order they were pushed, even when the heap runs out
+// of push orders between them and renumbers its tasks (as it does once every 2^44 pushes); the
+// tasks' recorded positions stay right for removing and moving them.
+BOOST_AUTO_TEST_CASE(equal_due_times_keep_their_push_order_across_a_renumbering)
+{
+    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 3);
+    for (int id = 1; id <= 8; ++id) // the fourth push renumbers
+        queue.push(make(id), id % 2 == 1 ? 5s : 10s);
+    BOOST_TEST(queue.remove(storage[4]));                                // id 5
+    BOOST_TEST(queue.reschedule(storage[0], manual_clock::now() + 10s)); // id 1: last of those
+    manual_clock::advance(10s);
+    BOOST_TEST(poll_all() == (std::vector<int>{3, 7, 2, 4, 6, 8, 1}),
+               boost::test_tools::per_element());
+}
+
+// push_again_if() puts a task back where it stood among the tasks due at the same time when it
+// left (take() hands its place to on_take), unless the heap has renumbered its tasks since.
+BOOST_AUTO_TEST_CASE(push_again_if_puts_a_task_back_in_its_place_unless_renumbered_since)
+{
+    const auto always = [] {
+        return true;
+    };
+    auto& a = make(1);
+    queue_type::kept_place place;
+    const auto keep = [&](node&, queue_type::kept_place p) noexcept {
+        place = p;
+    };
+    queue.push(a, 0s);
+    BOOST_TEST(queue.take({}, keep) == &a);
+    queue.push(make(2), 5s);
+    BOOST_TEST(queue.push_again_if(a, manual_clock::now() + 5s, place, always));
+    manual_clock::advance(5s);
+    BOOST_TEST(poll_all() == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+
+    queue.push(a, 0s);
+    BOOST_TEST(queue.take({}, keep) == &a);
+    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 0);
+    queue.push(make(3), 5s); // renumbers
+    BOOST_TEST(queue.push_again_if(a, manual_clock::now() + 5s, place, always));
+    manual_clock::advance(5s);
+    BOOST_TEST(poll_all() == (std::vector<int>{3, 1}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(remove_if_removes_nothing_when_the_predicate_throws)

@@ -157,6 +157,7 @@ class async_task final : public std::conditional_t<Kind == async_kind::deadline_
 
 public:
     using time_point = typename Clock::time_point;
+    using kept_place = typename task<Clock>::kept_place;
     using duration = typename Clock::duration;
     using work_result = typename std::conditional_t<Kind == async_kind::schedule,
                                                     task_result<Work>,
@@ -373,6 +374,20 @@ public:
         }
         else
             return base::due_after_all();
+    }
+
+    void keep_place(kept_place place) noexcept override
+    {
+        if constexpr (Kind == async_kind::periodic)
+            place_ = place;
+    }
+
+    kept_place place_kept() const noexcept override
+    {
+        if constexpr (Kind == async_kind::periodic)
+            return place_;
+        else
+            return {};
     }
 
     void fail(std::exception_ptr e) noexcept override
@@ -865,6 +880,9 @@ private:
     // The tick that due_after_all() planned, until it runs.
     [[no_unique_address]] if_periodic<std::optional<tick_type>> planned_{};
     [[no_unique_address]] if_periodic<std::atomic<std::size_t>> ticks_{};
+    [[no_unique_address]] std::
+        conditional_t<Kind == async_kind::periodic, kept_place, no_kept_place>
+            place_{};
     // Whichever comes first of the first tick and a total cancellation closes the other out.
     enum class first_tick : std::uint8_t
     {

@@ -24,6 +24,12 @@
 
 namespace sched::detail {
 
+// What a task that is not periodic keeps instead of a place among equal due times (see
+// task::keep_place()): nothing, and a type of its own, so that it takes no room beside the other
+// empty members.
+struct no_kept_place
+{};
+
 template <class Clock>
 class task;
 
@@ -203,6 +209,15 @@ public:
     // meanwhile without the queue being told (a deadline pushed back lazily); the runner then
     // queues it again at next_due().
     virtual bool due_after_all() noexcept { return true; }
+
+    using kept_place = typename basic_delayed_work_queue<Clock>::kept_place;
+
+    // For a periodic task, as it leaves its pool's queue to run (under the queue's lock): where
+    // it stood among the tasks due at the same time, so that its next run goes back there, as
+    // Java's periodic tasks keep their sequence number. Other tasks keep no place.
+    virtual void keep_place(kept_place) noexcept {}
+    // Runner only: the place that keep_place() kept.
+    virtual kept_place place_kept() const noexcept { return {}; }
 
     // Runner only: ends a pending task with `e` (a periodic task that cannot be re-queued),
     // releasing its body.

@@ -220,6 +220,7 @@ public:
     using time_point = typename Clock::time_point;
     using duration = typename Clock::duration;
     using schedule_type = std::conditional_t<Periodic, periodic_schedule<Clock>, no_schedule>;
+    using kept_place = typename task<Clock>::kept_place;
 
     // The only way to make one: allocates the task with `a`, then constructs it there.
     template <class G>
@@ -295,6 +296,20 @@ public:
     {
         this->release_body();
         this->set_exception(std::move(e));
+    }
+
+    void keep_place(kept_place place) noexcept override
+    {
+        if constexpr (Periodic)
+            place_ = place;
+    }
+
+    kept_place place_kept() const noexcept override
+    {
+        if constexpr (Periodic)
+            return place_;
+        else
+            return {};
     }
 
     time_point next_due(time_point ended) noexcept override
@@ -377,6 +392,7 @@ private:
     [[no_unique_address]] schedule_type schedule_;
     // The run that due_after_all() planned, until it runs.
     [[no_unique_address]] std::conditional_t<Periodic, std::optional<tick_type>, no_tick> tick_{};
+    [[no_unique_address]] std::conditional_t<Periodic, kept_place, no_kept_place> place_{};
     [[no_unique_address]] allocator_type alloc_;
 };
 

@@ -93,7 +93,7 @@ auto basic_delayed_work_queue<Clock>::peek() const -> const node*
     // A far task due with a main one came later (a push moves the far ones first).
     if (const shard* s = first_shard(); s && (!first || s->tasks.front().due < first->due))
         first = &s->tasks.front();
-    return first ? first->task : nullptr;
+    return first ? first->task() : nullptr;
 }
 
 template <class Clock>
@@ -102,21 +102,24 @@ bool basic_delayed_work_queue<Clock>::push(node& task, time_point due)
     auto always = [] {
         return true;
     };
-    return *push_checked(task, due, always, push_order::last);
+    return *push_checked(task, due, always, kept_place{});
 }
 
 template <class Clock>
 template <class Predicate>
 bool basic_delayed_work_queue<Clock>::push_if(node& task, time_point due, Predicate allowed)
 {
-    return push_checked(task, due, allowed, push_order::last).has_value();
+    return push_checked(task, due, allowed, kept_place{}).has_value();
 }
 
 template <class Clock>
 template <class Predicate>
-bool basic_delayed_work_queue<Clock>::push_again_if(node& task, time_point due, Predicate allowed)
+bool basic_delayed_work_queue<Clock>::push_again_if(node& task,
+                                                    time_point due,
+                                                    kept_place place,
+                                                    Predicate allowed)
 {
-    return push_checked(task, due, allowed, push_order::kept).has_value();
+    return push_checked(task, due, allowed, place).has_value();
 }
 
 template <class Clock>
@@ -124,7 +127,7 @@ template <class Predicate>
 std::optional<bool> basic_delayed_work_queue<Clock>::push_checked(node& task,
                                                                   time_point due,
                                                                   Predicate& allowed,
-                                                                  push_order order)
+                                                                  kept_place place)
 {
     // The common far push takes its shard's lock only; one that would move the marker takes the
     // main lock first.
@@ -143,7 +146,16 @@ std::optional<bool> basic_delayed_work_queue<Clock>::push_checked(node& task,
     std::lock_guard lock(mutex_);
     if (!allowed())
         return refused(task, due);
-    return push_locked(task, due, far, order);
+    return push_locked(task, due, far, place);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::check_pushable(const node& task)
+{
+    if (task.queued())
+        throw std::invalid_argument("delayed_work_queue::push: task is already queued");
+    if (!entry::fits(task))
+        throw std::invalid_argument("delayed_work_queue::push: task's address is above 2^48");
 }
 
 template <class Clock>
@@ -186,10 +198,9 @@ template <class Clock>
 bool basic_delayed_work_queue<Clock>::push_locked(node& task,
                                                   time_point due,
                                                   shard* far,
-                                                  push_order order)
+                                                  kept_place place)
 {
-    if (task.queued())
-        throw std::invalid_argument("delayed_work_queue::push: task is already queued");
+    check_pushable(task);
     if (far)
     {
         // Far by an old reading: check with the clock (a push that gets here is the first far
@@ -208,8 +219,8 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
     }
     move_far_tasks_before(due);
     // A kept place holds only with one tier: tasks moved out of the far tier take new ones.
-    const bool keep = order == push_order::kept && !far_open_.load(std::memory_order_relaxed);
-    const std::size_t at = heap_.push(task, due, keep ? task.seq_ : next_seq_++);
+    const std::size_t at =
+        heap_.push(task, due, far_open_.load(std::memory_order_relaxed) ? kept_place{} : place);
     if (!is_led_head(at))
         return false; // behind the head: no waiter needs to know
     new_head_at(at);
@@ -219,9 +230,8 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
 template <class Clock>
 void basic_delayed_work_queue<Clock>::push_far(shard& s, node& task, time_point due)
 {
-    if (task.queued())
-        throw std::invalid_argument("delayed_work_queue::push: task is already queued");
-    (void)s.tasks.push(task, due, s.next_seq++);
+    check_pushable(task);
+    (void)s.tasks.push(task, due);
     far_task_due(due); // only from push_locked() if earlier, under the main lock
 }
 
@@ -245,7 +255,7 @@ void basic_delayed_work_queue<Clock>::place_marker(time_point after, bool far_ta
         // Far tasks due "never" keep the marker, at "never": a reschedule that pulls one in
         // then moves it, and needs no room.
         if (at && far_tasks_left)
-            (void)heap_.move(*at, earliest, next_seq_++);
+            (void)heap_.move(*at, earliest);
         else if (at)
             heap_.remove_at(*at);
         return;
@@ -257,8 +267,7 @@ void basic_delayed_work_queue<Clock>::place_marker(time_point after, bool far_ta
     const bool earlier = !at || due < heap_[*at].due;
     // Pushing cannot throw: a push makes room first (see push_locked()), and a reschedule finds
     // the marker in the main heap (the far tier holds the task it moves).
-    const std::size_t now_at =
-        at ? heap_.move(*at, due, next_seq_++) : heap_.push(marker_, due, next_seq_++);
+    const std::size_t now_at = at ? heap_.move(*at, due) : heap_.push(marker_, due);
     if (now_at == 0 && earlier)
         head_moved_earlier();
 }
@@ -281,7 +290,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
 {
     const shards_lock far(*this);
     const entry* const led_was = led_head();
-    const node* const head_was = led_was ? led_was->task : nullptr;
+    const node* const head_was = led_was ? led_was->task() : nullptr;
     // When the batch ends before the tier does, the marker goes behind the tasks it moved, which
     // may be due: they come out first, then the marker moves the next batch.
     time_point last_moved = time_point::min();
@@ -307,7 +316,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
         }
         last_moved = from->tasks.front().due;
         node* const task = from->tasks.pop_front();
-        (void)heap_.push(*task, last_moved, next_seq_++);
+        (void)heap_.push(*task, last_moved);
     }
     const shard* const next = first_shard();
     const time_point earliest = next ? next->tasks.front().due : time_point::max();
@@ -318,7 +327,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks(time_point limit, std::size
     // A moved task is the head now (in front of the marker, or of a task behind the marker
     // that a failed move left in front): its leader must know. Read before the tasks moved, not
     // after, or one moved in front of the marker would not count (a review's finding).
-    if (const entry* const head = led_head(); head && head->task != head_was)
+    if (const entry* const head = led_head(); head && head->task() != head_was)
         head_moved_earlier();
 }
 
@@ -355,7 +364,7 @@ void basic_delayed_work_queue<Clock>::move_far_tasks_if_due(time_point now) noex
     // A batch at a time, so that the others get the lock between batches: the marker comes out
     // behind each batch (see move_far_tasks()) and moves the next.
     constexpr std::size_t batch = 64;
-    if (!heap_.empty() && heap_.front().task == &marker_ && is_due(heap_.front().due, now))
+    if (!heap_.empty() && heap_.front().task() == &marker_ && is_due(heap_.front().due, now))
         move_far_tasks(detail::saturating_add(now, far_horizon_), batch);
 }
 
@@ -434,7 +443,7 @@ auto basic_delayed_work_queue<Clock>::poll() -> node*
     const time_point now = Clock::now();
     note_now(now);
     move_far_tasks_if_due(now);
-    if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
+    if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task() == &marker_)
         return nullptr;
     node* const taken = heap_.pop_front();
     head_left();
@@ -537,8 +546,9 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
     const bool leads_head = head && leader_of(*head) == &leader;
     if (leads_head && head == &heap_.front() && is_due(head->due, now))
     {
+        const kept_place place = heap_.kept(0);
         node* const taken = heap_.pop_front();
-        on_take(*taken);
+        took(on_take, *taken, place);
         if (poll)
             poll->polling = was_polling;
         return taken;
@@ -640,7 +650,7 @@ void basic_delayed_work_queue<Clock>::follow_external(bool wake) noexcept
         // backup sleeps no longer than the interval. The far tier's marker always wakes it, or
         // far tasks would wait for the interval; it comes to the front only for a new earliest
         // far task or as the head in front of it leaves, and the backup then sleeps until it.
-        if (heap_.front().task != &marker_)
+        if (heap_.front().task() != &marker_)
         {
             const time_point now = Clock::now();
             if (now < hurried_until_)
@@ -663,7 +673,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
             i = heap_.find(task);
         const bool was_head = is_led_head(*i);
         const time_point was = heap_[*i].due;
-        const std::size_t at = heap_.move(*i, due, next_seq_++);
+        const std::size_t at = heap_.move(*i, due);
         if (is_led_head(at) && due < was)
         {
             // An earlier head: the leader sleeps until a time that is now too late. (A later head
@@ -684,7 +694,7 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
     const std::optional<std::size_t> at = s.tasks.find(task);
     if (!at)
         return false;
-    (void)s.tasks.move(*at, due, s.next_seq++);
+    (void)s.tasks.move(*at, due);
     far_task_due(due);
     return true;
 }
@@ -702,9 +712,10 @@ std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max
         while (moved < max_tasks)
         {
             move_far_tasks_if_due(now); // the marker may come to the front on the way
-            if (heap_.empty() || !is_due(heap_.front().due, now) || heap_.front().task == &marker_)
+            if (heap_.empty() || !is_due(heap_.front().due, now) ||
+                heap_.front().task() == &marker_)
                 break;
-            *out = heap_.front().task; // first: if it throws, the task stays queued
+            *out = heap_.front().task(); // first: if it throws, the task stays queued
             ++out;
             heap_.pop_front();
             ++moved;
@@ -759,10 +770,10 @@ std::size_t basic_delayed_work_queue<Clock>::clear(OnRemove on_remove) noexcept
     {
         for (const entry& e : entries)
         {
-            if (e.task != &marker_)
+            if (e.task() != &marker_)
             {
                 ++cleared;
-                on_remove(*e.task);
+                on_remove(*e.task());
             }
         }
     }
@@ -788,11 +799,12 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         const time_point now = Clock::now();
         note_now(now);
         move_far_tasks_if_due(now);
-        if (!heap_.empty() && is_due(heap_.front().due, now) && heap_.front().task != &marker_ &&
+        if (!heap_.empty() && is_due(heap_.front().due, now) && heap_.front().task() != &marker_ &&
             !left_to_leader(now))
         {
+            const kept_place place = heap_.kept(0);
             taken = heap_.pop_front();
-            on_take(*taken);
+            took(on_take, *taken, place);
             break;
         }
         if (deadline <= now)
@@ -882,22 +894,29 @@ void basic_delayed_work_queue<Clock>::wake_all() noexcept
 
 template <class Clock>
 std::size_t
-basic_delayed_work_queue<Clock>::heap::push(node& task, time_point due, std::uint64_t seq)
+basic_delayed_work_queue<Clock>::heap::push(node& task, time_point due, kept_place place)
 {
-    entries_.push_back(entry{due, &task}); // first: if it throws, nothing has changed
-    task.seq_ = seq;
-    const std::size_t at = sift_up(entries_.size() - 1);
+    make_room(); // first: if it throws, nothing has changed
+    const std::uint64_t kept = place.value_ >> order_bits == renumberings_
+                                   ? place.value_ & (order_limit - 1)
+                                   : order_limit;
+    const std::uint64_t order = kept < order_limit ? kept : next_order();
+    entries_.push_back(entry{due, entry::word_of(task, order)});
+    const std::size_t i = entries_.size() - 1;
+    record(task, i, order);
+    const std::size_t at = sift_up(i);
     check_invariants(at);
     return at;
 }
 
 template <class Clock>
-std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i,
-                                                        time_point due,
-                                                        std::uint64_t seq) noexcept
+std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i, time_point due) noexcept
 {
-    entries_[i].due = due;
-    entries_[i].task->seq_ = seq;
+    node& task = *entries_[i].task();
+    const std::uint64_t order = next_order();
+    i = position_of(task.place_.load(std::memory_order_relaxed)); // renumbering moves entries
+    entries_[i] = entry{due, entry::word_of(task, order)};
+    record(task, i, order);
     std::size_t at = sift_down(i);
     if (at == i)
         at = sift_up(i);
@@ -942,7 +961,7 @@ auto basic_delayed_work_queue<Clock>::heap::first_except(const node* skip) const
 {
     if (entries_.empty())
         return nullptr;
-    if (entries_.front().task != skip)
+    if (entries_.front().task() != skip)
         return &entries_.front();
     // The next one is among the front's children.
     const entry* best = nullptr;
@@ -983,10 +1002,10 @@ std::size_t basic_delayed_work_queue<Clock>::heap::remove_if(Predicate& pred, Ou
     {
         for (; written < n; ++written)
         {
-            *out = entries_[written].task;
+            *out = entries_[written].task();
             ++out;
-            entries_[written].task->place_.store(recorded_due(entries_[written].due),
-                                                 std::memory_order_relaxed);
+            entries_[written].task()->place_.store(recorded_due(entries_[written].due),
+                                                   std::memory_order_relaxed);
         }
     }
     catch (...)
@@ -1004,7 +1023,24 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::place(std::size_t i, const entry& e) noexcept
 {
     entries_[i] = e;
-    e.task->place_.store(first_ + std::int64_t(i), std::memory_order_relaxed);
+    std::atomic<std::int64_t>& recorded = e.task()->place_;
+    const std::uint64_t order_high = order_high_of(recorded.load(std::memory_order_relaxed));
+    recorded.store(place_of(number_, i, order_high), std::memory_order_relaxed);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::heap::renumber() noexcept
+{
+    std::sort(entries_.begin(), entries_.end(), earlier);
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+    {
+        node& task = *entries_[i].task();
+        entries_[i].word = entry::word_of(task, i);
+        record(task, i, i);
+    }
+    next_order_ = entries_.size();
+    ++renumberings_;
+    check_invariants(0);
 }
 
 template <class Clock>
@@ -1053,7 +1089,7 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::rebuild() noexcept
 {
     for (std::size_t i = 0; i < entries_.size(); ++i)
-        entries_[i].task->place_.store(first_ + std::int64_t(i), std::memory_order_relaxed);
+        place(i, entries_[i]);
     if (entries_.size() > 1)
     {
         for (std::size_t i = (entries_.size() - 2) / arity + 1; i-- > 0;) // every parent, bottom up
@@ -1066,7 +1102,7 @@ void basic_delayed_work_queue<Clock>::heap::rebuild() noexcept
 template <class Clock>
 auto basic_delayed_work_queue<Clock>::heap::pop_front() noexcept -> node*
 {
-    node* const first = entries_.front().task;
+    node* const first = entries_.front().task();
     remove_at(0);
     return first;
 }
@@ -1074,7 +1110,7 @@ auto basic_delayed_work_queue<Clock>::heap::pop_front() noexcept -> node*
 template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
 {
-    node* const task = entries_[i].task;
+    node* const task = entries_[i].task();
     const std::int64_t left_at = recorded_due(entries_[i].due);
     const entry last = entries_.back();
     entries_.pop_back();
@@ -1102,8 +1138,9 @@ void basic_delayed_work_queue<Clock>::heap::check_invariants(
     // builds stay usable with millions of tasks.
     constexpr std::size_t full_check_limit = 4096;
     const auto check = [this](std::size_t i) {
-        const std::int64_t recorded = entries_[i].task->place_.load(std::memory_order_relaxed);
-        if (recorded != first_ + std::int64_t(i))
+        const std::int64_t recorded = entries_[i].task()->place_.load(std::memory_order_relaxed);
+        if (!is_place(recorded) || heap_number_of(recorded) != number_ ||
+            position_of(recorded) != i)
         {
             std::fprintf(stderr, "sched: delayed_work_queue: task at %zu records place %lld\n", i,
                          static_cast<long long>(recorded));

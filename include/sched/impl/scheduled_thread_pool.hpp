@@ -423,8 +423,9 @@ void basic_scheduled_thread_pool<Clock>::worker_main(std::size_t index)
     const std::stop_token stop = stop_.get_token();
     // Each task taken is counted as pending as it leaves the queue, and until the worker is done
     // with it (or, for a detached run, until the run comes back).
-    const auto count_taken = [this](typename queue_type::node&) noexcept {
-        take_pending();
+    const auto count_taken = [this](typename queue_type::node& n,
+                                    typename queue_type::kept_place place) noexcept {
+        taken(as_task(n), place);
     };
     while (typename queue_type::node* n = queue_.take(stop, count_taken))
     {
@@ -452,8 +453,9 @@ template <class Clock>
 void basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader,
                                                  typename queue_type::led_poll& poll)
 {
-    const auto count_taken = [this](typename queue_type::node&) noexcept {
-        take_pending();
+    const auto count_taken = [this](typename queue_type::node& n,
+                                    typename queue_type::kept_place place) noexcept {
+        taken(as_task(n), place);
     };
     while (typename queue_type::node* n = queue_.take_led(leader, count_taken, &poll))
     {
@@ -576,7 +578,7 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
         };
         // A periodic task keeps its place among tasks due at the same time, as Java's keeps its
         // sequence number; a deadline's wait pushed back takes a new one, as one pulled in does.
-        queued = t->is_periodic() ? queue_.push_again_if(*t, due, allowed)
+        queued = t->is_periodic() ? queue_.push_again_if(*t, due, t->place_kept(), allowed)
                                   : queue_.push_if(*t, due, allowed);
     }
     catch (...)
@@ -705,6 +707,15 @@ auto basic_scheduled_thread_pool<Clock>::take_queued(Predicate pred, std::except
         failure = std::current_exception();
     }
     return tasks;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::taken(task_type& t,
+                                               typename queue_type::kept_place place) noexcept
+{
+    take_pending();
+    if (t.is_periodic())
+        t.keep_place(place);
 }
 
 template <class Clock>
