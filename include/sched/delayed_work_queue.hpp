@@ -160,6 +160,8 @@ public:
 
     /// Starts the thread that gives memory back to the system (see background_unmap.hpp), if it
     /// is not running yet.
+    /** @throws std::invalid_argument if the queue is at an address that push() refuses: it
+     * queues a node of its own. */
     basic_delayed_work_queue();
 
     /// Leaves any remaining tasks unqueued; the tasks themselves are not touched otherwise.
@@ -187,8 +189,11 @@ public:
     /**
      * @returns true if @p task became the head (the task peek() shows); only then is a waiting
      * thread woken. A task that goes to the far tier (see set_far_tier()) returns false.
-     * @throws std::invalid_argument if @p task is already queued (here or elsewhere).
-     * @throws std::bad_alloc if the queue cannot grow; the queue is then unchanged.
+     * @throws std::invalid_argument if @p task is already queued (here or elsewhere), or is at
+     * an address above 2^48 or with a tagged top byte (AArch64's memory tagging), which the
+     * queue's entries cannot hold.
+     * @throws std::bad_alloc if the queue cannot grow, or the heap it goes to holds 2^28 tasks
+     * already; the queue is then unchanged.
      */
     bool push(node& task, time_point due);
 
@@ -217,7 +222,8 @@ public:
     /// (as Java's periodic tasks keep their sequence number), rather than go after those pushed
     /// since. It takes a new place with the far tier open, as tasks do when they move out of the
     /// far tier, so that the order stays that of the pushes; and after the queue has renumbered
-    /// its places (once every 2^44 pushes, so that they never run out) since the task left.
+    /// its places (once every 2^44 pushes and moves, so that they never run out) since the task
+    /// left. @p place must come from this queue.
     template <class Predicate>
     bool push_again_if(node& task, time_point due, kept_place place, Predicate allowed);
 
@@ -694,7 +700,7 @@ private:
     std::optional<bool>
     push_checked(node& task, time_point due, Predicate& allowed, kept_place place);
     // Throws std::invalid_argument unless `task` may be pushed: not queued, and at an address
-    // that an entry holds (below 2^48, as on every 64-bit Linux unless asked for higher).
+    // that an entry holds (below 2^48, untagged: see push()).
     static void check_pushable(const node& task);
     // push_checked()'s refusal: the task keeps the due time it would have had.
     static std::nullopt_t refused(node& task, time_point due) noexcept;

@@ -31,6 +31,7 @@ basic_delayed_work_queue<Clock>::basic_delayed_work_queue()
               return {};
       }())
 {
+    check_pushable(marker_);
     // Its heap array hands the pages it gives back to that thread, under the lock: not the first
     // time at the cost of starting it.
     detail::start_unmapping_thread();
