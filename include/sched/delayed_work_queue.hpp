@@ -616,10 +616,11 @@ private:
         // push the one after: sorts the entries (a sorted array is a heap). Places kept before
         // it no longer hold (see push_again_if()).
         void renumber() noexcept;
-        // Records in `task` its position `i` and the high bits of `order`; the entry holds the
-        // rest.
-        void record(node& task, std::size_t i, std::uint64_t order) const noexcept
+        // Puts `task`, due at `due` with push order `order`, at `i`: the entry holds the task
+        // and the low bits of the order, the task its position and the high bits.
+        void set(std::size_t i, time_point due, node& task, std::uint64_t order) noexcept
         {
+            entries_[i] = entry{due, entry::word_of(task, order)};
             task.place_.store(place_of(number_, i, order >> order_low_bits),
                               std::memory_order_relaxed);
         }
@@ -707,14 +708,24 @@ private:
     // Under the lock: pushes `task`; `far` is what far_shard_for() said with the recent reading
     // (a task it did not send there stays near; one it did is judged again by the clock).
     bool push_locked(node& task, time_point due, shard* far, kept_place place);
-    // Calls on_take(task), or on_take(task, place) if it takes a kept_place.
+    // Under the lock: removes and returns the main heap's front, calling on_take(task), or
+    // on_take(task, place) if it takes the task's kept_place, as it leaves.
     template <class OnTake>
-    static void took(OnTake& on_take, node& task, kept_place place) noexcept
+    node* take_front(OnTake& on_take) noexcept
     {
         if constexpr (std::is_invocable_v<OnTake&, node&, kept_place>)
-            on_take(task, place);
+        {
+            const kept_place place = heap_.kept(0);
+            node* const task = heap_.pop_front();
+            on_take(*task, place);
+            return task;
+        }
         else
-            on_take(task);
+        {
+            node* const task = heap_.pop_front();
+            on_take(*task);
+            return task;
+        }
     }
     template <class OnTake>
     node* take_until(time_point deadline, std::stop_token& stop, OnTake on_take);

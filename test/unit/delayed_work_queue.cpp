@@ -476,13 +476,16 @@ BOOST_AUTO_TEST_CASE(last_due_time_is_exact_but_for_a_window_146_years_before_th
 // tasks' recorded positions stay right for removing and moving them.
 BOOST_AUTO_TEST_CASE(equal_due_times_keep_their_push_order_across_a_renumbering)
 {
-    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 3);
-    for (int id = 1; id <= 8; ++id) // the fourth push renumbers
-        queue.push(make(id), id % 2 == 1 ? 5s : 10s);
-    BOOST_TEST(queue.remove(storage[4]));                                // id 5
-    BOOST_TEST(queue.reschedule(storage[0], manual_clock::now() + 10s)); // id 1: last of those
+    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 4);
+    for (int id = 1; id <= 3; ++id)
+        queue.push(make(id), 10s);
+    queue.push(make(4), 5s);        // to the front: task 1 goes behind tasks 2 and 3 in the array
+    for (int id = 5; id <= 7; ++id) // the first of these renumbers
+        queue.push(make(id), id == 6 ? 5s : 10s);
+    BOOST_TEST(queue.remove(storage[4]));                               // id 5
+    BOOST_TEST(queue.reschedule(storage[2], manual_clock::now() + 5s)); // id 3: after 4 and 6
     manual_clock::advance(10s);
-    BOOST_TEST(poll_all() == (std::vector<int>{3, 7, 2, 4, 6, 8, 1}),
+    BOOST_TEST(poll_all() == (std::vector<int>{4, 6, 3, 1, 2, 7}),
                boost::test_tools::per_element());
 }
 
@@ -506,7 +509,9 @@ BOOST_AUTO_TEST_CASE(push_again_if_puts_a_task_back_in_its_place_unless_renumber
     BOOST_TEST(poll_all() == (std::vector<int>{1, 2}), boost::test_tools::per_element());
 
     queue.push(a, 0s);
-    BOOST_TEST(queue.take({}, keep) == &a);
+    BOOST_TEST(queue.take({}, keep) == &a); // its place comes before any pushed since
+    for (int id = 4; id <= 6; ++id)
+        queue.push(make(id), 100s); // so that the renumbering gives the next push a later one
     sched::detail::queue_order_access<queue_type>::leave_orders(queue, 0);
     queue.push(make(3), 5s); // renumbers
     BOOST_TEST(queue.push_again_if(a, manual_clock::now() + 5s, place, always));

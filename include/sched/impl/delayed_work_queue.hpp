@@ -547,9 +547,7 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
     const bool leads_head = head && leader_of(*head) == &leader;
     if (leads_head && head == &heap_.front() && is_due(head->due, now))
     {
-        const kept_place place = heap_.kept(0);
-        node* const taken = heap_.pop_front();
-        took(on_take, *taken, place);
+        node* const taken = take_front(on_take);
         if (poll)
             poll->polling = was_polling;
         return taken;
@@ -803,9 +801,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
         if (!heap_.empty() && is_due(heap_.front().due, now) && heap_.front().task() != &marker_ &&
             !left_to_leader(now))
         {
-            const kept_place place = heap_.kept(0);
-            taken = heap_.pop_front();
-            took(on_take, *taken, place);
+            taken = take_front(on_take);
             break;
         }
         if (deadline <= now)
@@ -898,13 +894,12 @@ std::size_t
 basic_delayed_work_queue<Clock>::heap::push(node& task, time_point due, kept_place place)
 {
     make_room(); // first: if it throws, nothing has changed
-    const std::uint64_t kept = place.value_ >> order_bits == renumberings_
-                                   ? place.value_ & (order_limit - 1)
-                                   : order_limit;
-    const std::uint64_t order = kept < order_limit ? kept : next_order();
-    entries_.push_back(entry{due, entry::word_of(task, order)});
+    const std::uint64_t order = place.value_ >> order_bits == renumberings_
+                                    ? place.value_ & (order_limit - 1)
+                                    : next_order();
+    entries_.push_back(entry{});
     const std::size_t i = entries_.size() - 1;
-    record(task, i, order);
+    set(i, due, task, order);
     const std::size_t at = sift_up(i);
     check_invariants(at);
     return at;
@@ -916,8 +911,7 @@ std::size_t basic_delayed_work_queue<Clock>::heap::move(std::size_t i, time_poin
     node& task = *entries_[i].task();
     const std::uint64_t order = next_order();
     i = position_of(task.place_.load(std::memory_order_relaxed)); // renumbering moves entries
-    entries_[i] = entry{due, entry::word_of(task, order)};
-    record(task, i, order);
+    set(i, due, task, order);
     std::size_t at = sift_down(i);
     if (at == i)
         at = sift_up(i);
@@ -1034,11 +1028,7 @@ void basic_delayed_work_queue<Clock>::heap::renumber() noexcept
 {
     std::sort(entries_.begin(), entries_.end(), earlier);
     for (std::size_t i = 0; i < entries_.size(); ++i)
-    {
-        node& task = *entries_[i].task();
-        entries_[i].word = entry::word_of(task, i);
-        record(task, i, i);
-    }
+        set(i, entries_[i].due, *entries_[i].task(), i);
     next_order_ = entries_.size();
     ++renumberings_;
     check_invariants(0);
