@@ -78,7 +78,9 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * threads are busy, a free worker takes the wait or tick 10 ms after it is due plus the pool's
  * timer_slack (with a spin, 10 ms after it is due); until then, the pool's tasks due behind it
  * wait too (so they are held up at most that long, or, when earlier waits keep arriving, up to
- * 100 ms more).
+ * 100 ms more). The other way round, a pool task due before a wait holds the wait up while every
+ * worker is busy: the io_context takes only its own operations from the head of the queue. Give
+ * timeouts a pool of their own when the pool also runs long work.
  *
  * The Asio contract holds for every operation: the handler is invoked exactly once, never inside
  * the initiating function or a cancellation emit; it runs through its associated executor, on
