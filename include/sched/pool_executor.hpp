@@ -59,13 +59,14 @@ struct pool_executor_bits
  * next handler, a coroutine's next step). The pool terminates once no task, function or tracked
  * executor is pending. Once a shut-down pool has run out of work, or shutdown_now() or the
  * destructor has stopped the pool, a submitted function is destroyed without being invoked,
- * before the submitting call returns (a stopped Asio execution context does not invoke it
- * either); except one that `blocking.possibly` or `always` runs inside execute(), on a worker
+ * before the submitting call returns (as an Asio execution context that has shut down destroys
+ * it); except one that `blocking.possibly` or `always` runs inside execute(), on a worker
  * still finishing its run (as on a thread of Asio's thread_pool). A function submitted just as a
  * shut-down pool runs out of work is either counted before the pool becomes idle, and then runs, or
  * destroyed: it is never left in the queue of a pool without workers. Functions still queued when
- * the pool stops are among the handles that shutdown_now() returns; dropping a handle, as the
- * destructor does, destroys the function without invoking it.
+ * the pool stops are destroyed without being invoked before shutdown_now() (or the destructor)
+ * returns; they are not among the tasks it hands back, since one may hold this pool's own
+ * executor (a strand's next turn, a coroutine's next step).
  *
  * @par Lifetime
  * An executor must not be used once its pool's destruction has begun; a tracked executor must be

@@ -227,11 +227,14 @@ public:
     /// Accepts no new tasks, takes every queued task out, and stops the workers after their
     /// current runs; running tasks that take a std::stop_token see stop requested.
     /**
-     * The executor accepts no functions any more either: it destroys them without running them.
+     * The executor accepts no functions any more either: it destroys them without running them,
+     * and the functions still queued are destroyed unrun before this returns, as an Asio
+     * execution context destroys its pending handlers (one may hold the pool's own executor: a
+     * strand's next turn, a coroutine's next step).
      *
-     * @returns The tasks that never ran, in due order, queued executor functions among them.
-     * Each handle runs or cancels its task; dropping it cancels the task, so its future learns
-     * it did not run (an executor function is destroyed without running).
+     * @returns The tasks that never ran, in due order (not the executor's functions). Each
+     * handle runs or cancels its task; dropping it cancels the task, so its future learns it did
+     * not run.
      * @throws std::bad_alloc if there is no memory for the list; the workers stop all the same,
      * and the tasks stay queued for the next call (the destructor's, at the latest).
      */

@@ -236,7 +236,10 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
         for (task_ptr& t : taken) // in due order
         {
             t->disown(); // the handle decides now; the pool may be gone by then
+            // An executor function is not handed back: it may hold the pool's own executor (a
+            // strand's next turn, a coroutine's step), which must not outlive the pool.
             if (t->state() == future_state::pending && !t->completes_handler() &&
+                !t->is_executor_function() &&
                 never_ran.size() < never_ran.capacity()) // no room (racing pushes): cancelled
             {
                 never_ran.push_back(task_handle_type(t.detach()));
@@ -245,8 +248,8 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     }
     // Without the lock: what the tasks left over and the running tasks' stop callbacks do may
     // shut the pool down again. Left over: cancelled while queued (its future knows already), an
-    // asynchronous operation, whose handler learns of the shutdown now, or a task with no room to
-    // be handed back.
+    // asynchronous operation, whose handler learns of the shutdown now, an executor function,
+    // destroyed unrun now, or a task with no room to be handed back.
     for (task_ptr& t : taken)
     {
         if (t)
