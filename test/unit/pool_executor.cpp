@@ -66,6 +66,19 @@ sched::pool_options threads(std::size_t n)
     return options;
 }
 
+// Occupies a worker with a task that runs until shutdown_now() (or the destructor) asks it to
+// stop; returns once it runs.
+auto occupy_until_stopped(pool_type& pool)
+{
+    counter started;
+    auto blocker = pool.submit([&started](std::stop_token stop) {
+        started.increment();
+        (void)eventually([&] { return stop.stop_requested(); });
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    return blocker;
+}
+
 // A function that counts its calls and whose copies share one token, so that the test can tell
 // when the last copy is gone.
 struct probe
@@ -397,13 +410,7 @@ BOOST_AUTO_TEST_CASE(queued_functions_are_destroyed_unrun_when_the_pool_stops)
     std::weak_ptr<int> dropped_by_destructor;
     {
         pool_type pool(threads(1));
-        counter started;
-        // A task that runs until shutdown_now() asks it to stop.
-        auto blocker = pool.submit([&](std::stop_token stop) {
-            started.increment();
-            (void)eventually([&] { return stop.stop_requested(); });
-        });
-        BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+        auto blocker = occupy_until_stopped(pool);
 
         auto token = std::make_shared<int>();
         destroyed_by_shutdown_now = token;
@@ -414,12 +421,7 @@ BOOST_AUTO_TEST_CASE(queued_functions_are_destroyed_unrun_when_the_pool_stops)
     }
     {
         pool_type pool(threads(1));
-        counter started;
-        auto blocker = pool.submit([&](std::stop_token stop) {
-            started.increment();
-            (void)eventually([&] { return stop.stop_requested(); });
-        });
-        BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+        auto blocker = occupy_until_stopped(pool);
         auto token = std::make_shared<int>();
         dropped_by_destructor = token;
         asio::post(pool, probe{&calls, std::move(token)});
@@ -437,12 +439,7 @@ BOOST_AUTO_TEST_CASE(shutdown_now_hands_back_no_function_that_holds_the_pools_ex
     std::vector<sched::task_handle> never_ran;
     {
         pool_type pool(threads(1));
-        counter started;
-        auto blocker = pool.submit([&](std::stop_token stop) {
-            started.increment();
-            (void)eventually([&] { return stop.stop_requested(); });
-        });
-        BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+        auto blocker = occupy_until_stopped(pool);
         auto token = std::make_shared<int>();
         alive = token;
         asio::post(asio::make_strand(pool), probe{&calls, std::move(token)});
