@@ -63,7 +63,8 @@ public:
     /// Runs the task now, on this thread, and empties the handle.
     /**
      * A one-shot task completes its future with its value or exception. A periodic task runs
-     * once and then ends cancelled, since nothing will run it again. A task already cancelled
+     * once and then ends cancelled, since nothing will run it again, or with its exception if
+     * the run throws and its failure_policy ends it there. A task already cancelled
      * through its future does not run. The pool's before_execute and after_execute hooks and its
      * error_sink are not called: the task has left its pool.
      *

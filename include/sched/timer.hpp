@@ -59,9 +59,10 @@ public:
  *
  * Two of Timer's traps are gone:
  * - A task that throws does not kill the thread. The exception goes to the timer's error
- *   handler (by default, a line on std::cerr); a periodic task that throws ends (its state
- *   becomes `executed`, before the handler is called) unless its failure policy keeps it
- *   running, and every other task goes on.
+ *   handler (by default, a line on std::cerr; also there if the run destroyed its own timer,
+ *   handler and all); a periodic task that throws ends (its state becomes `executed`, before the
+ *   handler is called) unless its failure policy keeps it running, and every other task goes
+ *   on.
  * - Times are on @p Clock, the steady clock by default, so moving the wall clock moves nothing.
  *   A `std::chrono::system_clock` time point is accepted and converted once, when scheduled.
  *
@@ -80,9 +81,9 @@ public:
  * @par Thread safety
  * Every member function may be called from any thread, including from inside a task. The
  * destructor, whether a task runs it or not, must not run concurrently with another call on the
- * timer: a cancel() on another thread must have returned, even once a second cancel() has (the
- * first may still be destroying the callables of the tasks it dropped, or waiting for the run
- * that destroys the timer).
+ * timer, other than one made by the run it waits for: a cancel() on another thread must have
+ * returned, even once a second cancel() has (the first may still be destroying the callables of
+ * the tasks it dropped, or waiting for the run that destroys the timer).
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer

@@ -24,7 +24,9 @@ class basic_timer;
 /// sched::task_already_scheduled.
 /**
  * @par Thread safety
- * Every member function may be called from any thread, including from inside the task.
+ * Distinct objects: Safe. Shared objects: cancel(), state() and scheduled_execution_time() may be
+ * called from any thread, including from inside the task; assigning to an object is not safe
+ * while another thread uses that same object (copies are distinct objects).
  */
 template <class Clock = std::chrono::steady_clock>
 class basic_timer_task

@@ -10,7 +10,8 @@ enum class timer_task_state
     scheduled, ///< Scheduled; a one-shot task has not run yet, a periodic task may have.
     executed,  ///< A one-shot task ran (or is running); a periodic task ended (its failure policy,
                ///< or no memory to queue its next run).
-    cancelled, ///< Cancelled (by cancel(), or by the timer's cancel() before it ran).
+    cancelled, ///< Cancelled: by cancel(), or by the timer's cancel() or destruction before a
+               ///< one-shot task ran or while a periodic task was still scheduled.
 };
 
 } // namespace sched
