@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <ratio>
 #include <stdexcept>
 
 using namespace std::chrono_literals;
@@ -46,6 +47,24 @@ BOOST_AUTO_TEST_CASE(saturating_cast_handles_unsigned_representations)
     BOOST_TEST(
         (saturating_cast<ns>(unsigned_ns(std::numeric_limits<std::uint64_t>::max())) == ns::max()));
     BOOST_TEST(saturating_cast<ns>(unsigned_ns(7)).count() == 7);
+}
+
+// A unit that is not a whole number of the target's: duration_cast multiplies before it
+// divides, which overflowed 64 bits (undefined behaviour, and a limit three times too small).
+BOOST_AUTO_TEST_CASE(saturating_cast_converts_units_that_are_not_whole_nanoseconds)
+{
+    using sched::detail::saturating_cast;
+    using thirds = std::chrono::duration<std::int64_t, std::ratio<1, 3>>;
+    using halves = std::chrono::duration<std::int64_t, std::ratio<1, 2>>;
+    using frames = std::chrono::duration<int, std::ratio<1, 60>>;
+    BOOST_TEST(saturating_cast<ns>(frames(1)).count() == 16'666'666);
+    // 2e10 thirds of a second, 211 years, fit in nanoseconds.
+    BOOST_TEST(saturating_cast<ns>(thirds(20'000'000'000)).count() == 6'666'666'666'666'666'666);
+    BOOST_TEST(saturating_cast<ns>(thirds(-20'000'000'000)).count() == -6'666'666'666'666'666'666);
+    BOOST_TEST((saturating_cast<ns>(thirds(30'000'000'000)) == ns::max()));
+    BOOST_TEST((saturating_cast<ns>(thirds::min()) == ns::min()));
+    BOOST_TEST(saturating_cast<thirds>(ns::max()).count() == 27'670'116'110);
+    BOOST_TEST(saturating_cast<halves>(thirds::max()).count() == 6'148'914'691'236'517'204);
 }
 
 BOOST_AUTO_TEST_CASE(due_after_rejects_a_nan_delay)

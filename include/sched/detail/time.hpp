@@ -5,7 +5,6 @@
 #include <ratio>
 #include <stdexcept>
 #include <type_traits>
-#include <utility>
 
 namespace sched::detail {
 
@@ -39,17 +38,21 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
     }
     else if constexpr (std::is_floating_point_v<typename To::rep>)
         return std::chrono::duration_cast<To>(d); // an integer's range fits in any float's
-    else if constexpr (std::ratio_less_equal_v<typename To::period, Period>)
+    else
     {
-        // From is at least as coarse as To: compare with To's limits expressed in From's unit
-        // (representable there), as integers of whatever signedness.
-        using bound = std::chrono::duration<typename To::rep, Period>;
-        if (std::cmp_greater_equal(d.count(), std::chrono::duration_cast<bound>(To::max()).count()))
+        // Integer to integer, exactly in 128 bits: duration_cast's 64-bit arithmetic overflows
+        // for hours::max() in nanoseconds, and for any count of a unit that is not a whole
+        // number of To's (a third of a second: it multiplies before it divides). A 64-bit count
+        // times a 64-bit factor fits. Truncates towards zero, as duration_cast does.
+        __extension__ typedef __int128 wide;
+        using factor = std::ratio_divide<Period, typename To::period>;
+        const wide count = static_cast<wide>(d.count()) * factor::num / factor::den;
+        if (count >= static_cast<wide>(To::max().count()))
             return To::max();
-        if (std::cmp_less_equal(d.count(), std::chrono::duration_cast<bound>(To::min()).count()))
+        if (count <= static_cast<wide>(To::min().count()))
             return To::min();
+        return To(static_cast<typename To::rep>(count));
     }
-    return std::chrono::duration_cast<To>(d);
 }
 
 // `d` in To's unit, rounded up (a deadline converted so is not reached before it), clamping to
