@@ -18,6 +18,16 @@
 
 namespace sched::detail {
 
+// One step of splitmix64 from `state`: states that differ by little (1, 2, 3...) give unrelated
+// outputs.
+inline std::uint64_t splitmix64(std::uint64_t& state) noexcept
+{
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 // A seed for a task's jitter when its options name none: distinct per call, and cheap. Asking
 // std::random_device for each task costs a system call, which a server that starts thousands of
 // jittered heartbeats a second pays on every connection; so each thread asks it once and then
@@ -26,10 +36,15 @@ inline std::uint64_t next_jitter_seed()
 {
     thread_local std::uint64_t state =
         (std::uint64_t{std::random_device()()} << 32) ^ std::random_device()();
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return splitmix64(state);
+}
+
+// The generator's seed for a seed the options name: mixed first, since the first offsets of
+// minstd_rand follow its seed linearly (seeds 1, 2, 3 would give offsets close together, and
+// connections seeded by their numbers would beat nearly in step).
+inline std::uint64_t mixed_jitter_seed(std::uint64_t seed) noexcept
+{
+    return splitmix64(seed);
 }
 
 // A task's period in the ticks of its clock (`Duration`): at least one tick, since a period below
@@ -84,7 +99,7 @@ public:
         if (spread_ > duration::zero())
         {
             rng_.seed(static_cast<std::minstd_rand::result_type>(
-                options.seed ? *options.seed : next_jitter_seed()));
+                options.seed ? mixed_jitter_seed(*options.seed) : next_jitter_seed()));
         }
     }
 
