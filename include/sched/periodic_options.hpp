@@ -49,7 +49,9 @@ public:
 
     /// A late run moves the grid: the next run is due a period after this one started, and its
     /// tick::missed counts the whole periods it was late (java.util.Timer's schedule with a
-    /// period; the only policy of a fixed-delay task).
+    /// period; the only policy of a fixed-delay task). With jitter, a late start carries its own
+    /// offset into the grid: intervals stay within the period ± the spread, but the task's phase
+    /// wanders (burst() and skip() keep it).
     static constexpr missed_tick_policy delay() noexcept { return {kind::delay, 0}; }
 
     /// Which policy this is.

@@ -28,7 +28,9 @@ struct basic_tick
 
     /// When this run was due.
     time_point scheduled;
-    /// When this run started.
+    /// When this run started: the clock read as the run left the queue, before the pool's
+    /// before_execute hook (for a tick bound to an executor, as it began there). The
+    /// missed-tick policy decides on that reading too.
     time_point started;
     /// How many runs of this task came before this one (0 for the first).
     std::uint64_t index = 0;
