@@ -87,7 +87,8 @@ struct pool_options
     bool continue_existing_periodic_tasks_after_shutdown = false;
 
     /// Whether queued one-shot tasks still run after shutdown() (Java's default: true). False
-    /// drops every one not yet taken by a worker, due or not, execute()'s too.
+    /// drops every one that has not begun, due or not, execute()'s too: one a worker took just
+    /// before the shutdown is cancelled instead of run, as in Java.
     bool execute_existing_delayed_tasks_after_shutdown = true;
 
     /// Whether a cancelled task leaves the queue at once (true) or when it would have been due

@@ -57,7 +57,7 @@ public:
      * @returns The value (nothing for void), which lives as long as any copy of this future.
      * @throws The task's own exception, unchanged, if it threw.
      * @throws sched::cancelled_error if it was cancelled (a periodic task ends no other way,
-     * unless it throws).
+     * unless it throws, or there is no memory to queue its next run: std::bad_alloc).
      */
     std::add_lvalue_reference_t<std::add_const_t<R>> get() const
     {

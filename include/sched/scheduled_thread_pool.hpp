@@ -232,9 +232,10 @@ public:
      * execution context destroys its pending handlers (one may hold the pool's own executor: a
      * strand's next turn, a coroutine's next step).
      *
-     * @returns The tasks that never ran, in due order (not the executor's functions). Each
-     * handle runs or cancels its task; dropping it cancels the task, so its future learns it did
-     * not run.
+     * @returns The queued tasks, in due order, as Java's shutdownNow() gives them (a periodic
+     * task's too, though it may have run before), but not the executor's functions, nor the
+     * scheduler's operations (their handlers learn of the shutdown). Each handle runs or cancels
+     * its task; dropping it cancels the task, so its future learns it did not run.
      * @throws std::bad_alloc if there is no memory for the list; the workers stop all the same,
      * and the tasks stay queued for the next call (the destructor's, at the latest).
      */
@@ -248,10 +249,13 @@ public:
     /// the pool). Once true, it stays true.
     bool is_terminated() const noexcept;
 
-    /// Blocks until the pool has terminated.
+    /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (or
+    /// from what a task's destruction runs inside shutdown()), it never returns, as in Java: that
+    /// thread keeps the pool from terminating.
     void await_termination();
 
-    /// Blocks until the pool has terminated or @p timeout of real time passes.
+    /// Blocks until the pool has terminated or @p timeout of real time passes (never, within
+    /// the pool: see above).
     /** @returns whether the pool has terminated. */
     template <class Rep, class Period>
     bool await_termination(std::chrono::duration<Rep, Period> timeout)
@@ -389,6 +393,10 @@ private:
     private:
         basic_scheduled_thread_pool& pool_;
     };
+    // Stops the workers, cancels every task still queued, waits for the workers, then lets go of
+    // everything that names the pool: the destructor's work, and the constructor's when a worker
+    // cannot start.
+    void close() noexcept;
     // A worker has exited, or a hold has gone: the last one marks the pool terminated.
     void release_termination() noexcept;
 

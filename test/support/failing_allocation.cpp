@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include <malloc.h>
@@ -18,8 +19,10 @@ std::atomic<long> countdown{-1};
 thread_local bool fail_next = false;
 thread_local std::size_t fail_from_bytes = 0; // 0: no plain allocation fails
 thread_local int fail_skip = 0;
+thread_local const std::atomic<bool>* fail_after = nullptr;
+thread_local std::size_t plain_allocations = 0;
 
-// Whether this plain allocation of `size` bytes is the one to fail.
+// Whether this plain allocation of `size` bytes is the one to fail (once `fail_after` is true).
 bool fails(std::size_t size) noexcept
 {
     if (fail_from_bytes == 0 || size < fail_from_bytes)
@@ -27,6 +30,11 @@ bool fails(std::size_t size) noexcept
     if (fail_skip-- > 0)
         return false;
     fail_from_bytes = 0;
+    if (fail_after != nullptr)
+    {
+        while (!fail_after->load())
+            std::this_thread::yield();
+    }
     return true;
 }
 
@@ -50,10 +58,18 @@ bool aligned_allocation_failure_armed() noexcept
     return fail_next;
 }
 
-void fail_allocation_of_at_least(std::size_t bytes, int skip) noexcept
+void fail_allocation_of_at_least(std::size_t bytes,
+                                 int skip,
+                                 const std::atomic<bool>* after) noexcept
 {
     fail_from_bytes = bytes;
     fail_skip = skip;
+    fail_after = after;
+}
+
+std::size_t allocations_on_this_thread() noexcept
+{
+    return plain_allocations;
 }
 
 bool large_allocation_failure_armed() noexcept
@@ -76,6 +92,7 @@ bool allocation_failure_pending() noexcept
 // The replaceable forms (the array and nothrow forms call these).
 void* operator new(std::size_t size)
 {
+    ++plain_allocations;
     if (fails(size) || counted_down())
         throw std::bad_alloc();
     if (void* p = std::malloc(std::max<std::size_t>(size, 1)))

@@ -1,6 +1,7 @@
 #ifndef SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
 #define SCHED_TEST_SUPPORT_FAILING_ALLOCATION_HPP
 
+#include <atomic>
 #include <cstddef>
 
 namespace sched::test {
@@ -16,9 +17,15 @@ bool aligned_allocation_failure_armed() noexcept;
 
 // Makes an operator new on this thread of at least `bytes` throw std::bad_alloc: the one after
 // `skip` others of that size. For a test to fail a container's reservation (say, of room for
-// every queued task) and no smaller allocation; `bytes` 0 disarms it. The test binary replaces
-// the plain operator new and delete for this too.
-void fail_allocation_of_at_least(std::size_t bytes, int skip = 0) noexcept;
+// every queued task) and no smaller allocation; `bytes` 0 disarms it. With `after`, that
+// allocation first waits until *after is true (for what another thread is to do before it fails).
+// The test binary replaces the plain operator new and delete for this too.
+void fail_allocation_of_at_least(std::size_t bytes,
+                                 int skip = 0,
+                                 const std::atomic<bool>* after = nullptr) noexcept;
+
+// How many plain operator new calls this thread has made: for a test to count a call's own.
+std::size_t allocations_on_this_thread() noexcept;
 
 // Whether that failure is still armed on this thread.
 bool large_allocation_failure_armed() noexcept;

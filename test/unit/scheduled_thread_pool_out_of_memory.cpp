@@ -12,7 +12,10 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <memory>
+#include <new>
+#include <optional>
 #include <vector>
 
 #include "support/failing_allocation.hpp"
@@ -126,6 +129,48 @@ BOOST_AUTO_TEST_CASE(out_of_memory_anywhere_no_task_runs_twice_or_is_lost,
         }
         return out.failed;
     });
+}
+
+// A worker that cannot start (the allocation of its thread fails) fails the constructor, after
+// an earlier worker's on_thread_start has queued a task: the task is cancelled (its future told,
+// its callable destroyed), not left pending for ever.
+BOOST_AUTO_TEST_CASE(a_task_queued_while_the_constructor_fails_is_cancelled,
+                     *boost::unit_test::timeout(60))
+{
+    using sched::scheduled_thread_pool;
+    // The allocations this thread makes to construct a pool of one worker; the next, for a pool
+    // of two, is the second worker's thread.
+    int one_worker = 0;
+    {
+        sched::pool_options options;
+        options.threads = 1;
+        const std::size_t before = sched::test::allocations_on_this_thread();
+        scheduled_thread_pool pool(std::move(options));
+        one_worker = static_cast<int>(sched::test::allocations_on_this_thread() - before);
+    }
+
+    // The hook reaches the pool being constructed through the storage it is constructed in.
+    alignas(scheduled_thread_pool) std::byte storage[sizeof(scheduled_thread_pool)];
+    std::atomic<bool> queued{false};
+    std::optional<sched::scheduled_future<void>> future;
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> callable = alive;
+    sched::pool_options options;
+    options.threads = 2;
+    options.on_thread_start = [&](std::size_t worker) {
+        if (worker != 0)
+            return;
+        auto* pool = std::launder(reinterpret_cast<scheduled_thread_pool*>(storage));
+        future = pool->schedule(1h, [alive = std::move(alive)] {});
+        queued = true;
+    };
+    sched::test::fail_allocation_of_at_least(1, one_worker, &queued);
+    BOOST_CHECK_THROW(new (storage) scheduled_thread_pool(std::move(options)), std::bad_alloc);
+    BOOST_TEST(!sched::test::large_allocation_failure_armed());
+    BOOST_REQUIRE(future.has_value());
+    BOOST_TEST(future->is_done());
+    BOOST_TEST((future->state() == sched::future_state::cancelled));
+    BOOST_TEST(callable.expired());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

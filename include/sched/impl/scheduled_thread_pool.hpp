@@ -74,19 +74,22 @@ basic_scheduled_thread_pool<Clock>::basic_scheduled_thread_pool(pool_options opt
         for (std::size_t i = 0; i < options_.threads; ++i)
             workers_.emplace_back([this, i] { worker_main(i); });
     }
-    catch (...)
+    catch (...) // a worker did not start: those that did may have queued tasks in their hooks
     {
         termination_holds_.fetch_sub(options_.threads - workers_.size());
-        state_.store(run_state::stopped);
-        stop_.request_stop();
-        for (std::thread& worker : workers_)
-            worker.join();
+        close();
         throw;
     }
 }
 
 template <class Clock>
 basic_scheduled_thread_pool<Clock>::~basic_scheduled_thread_pool()
+{
+    close();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::close() noexcept
 {
     try
     {
