@@ -34,11 +34,11 @@ public:
 
     /// Cancellation of type @p type is emitted when @p due resolves: at a time point, or a
     /// delay after the operation starts.
-    cancel_at_t(basic_scheduler<Clock, Executor>& scheduler,
+    cancel_at_t(const basic_scheduler<Clock, Executor>& scheduler,
                 detail::due_spec<Clock> due,
                 Token token,
                 boost::asio::cancellation_type type)
-        : token_(std::move(token)), scheduler_(&scheduler), due_(due), type_(type)
+        : token_(std::move(token)), scheduler_(scheduler), due_(due), type_(type)
     {}
 
     /// When the timeout falls.
@@ -47,14 +47,14 @@ public:
     /// The token of the operation it bounds.
     Token& token() noexcept { return token_; }
     const Token& token() const noexcept { return token_; }
-    /// Whose pool holds the timeout.
-    basic_scheduler<Clock, Executor>& scheduler() const noexcept { return *scheduler_; }
+    /// Whose pool holds the timeout (a copy of the scheduler given).
+    const basic_scheduler<Clock, Executor>& scheduler() const noexcept { return scheduler_; }
     /// The type of cancellation emitted when the timeout falls.
     boost::asio::cancellation_type type() const noexcept { return type_; }
 
 private:
     Token token_;
-    basic_scheduler<Clock, Executor>* scheduler_;
+    basic_scheduler<Clock, Executor> scheduler_;
     detail::due_spec<Clock> due_;
     boost::asio::cancellation_type type_;
 };
@@ -86,13 +86,18 @@ private:
  *
  * The timeout's memory comes from the recycler, not the handler's allocator: the pool may hold
  * the timeout until after the handler has run. The timeout lets go of the handler's executor as
- * the operation completes, so the executor's context may go once the handler has run.
+ * the operation completes (or its initiation throws), so the executor's context may go once the
+ * handler has run.
+ *
+ * The token keeps a copy of @p scheduler (an executor and three pointers), not its address: the
+ * scheduler object may go before a lazy (`deferred`) operation starts; its pool and io_context
+ * may not.
  *
  * A negative timeout means now; one too large for the clock never fires; a NaN is rejected with
  * std::invalid_argument.
  */
 template <class Clock, class Executor, class Token, class Rep, class Period>
-auto cancel_after(basic_scheduler<Clock, Executor>& scheduler,
+auto cancel_after(const basic_scheduler<Clock, Executor>& scheduler,
                   std::chrono::duration<Rep, Period> timeout,
                   Token&& token,
                   boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
@@ -109,7 +114,7 @@ auto cancel_after(basic_scheduler<Clock, Executor>& scheduler,
 /// Bounds the operation that @p token completes: if it has not completed when the clock reaches
 /// @p due, cancellation of @p type is emitted on its slot. @copydetails cancel_after
 template <class Clock, class Executor, class Token>
-auto cancel_at(basic_scheduler<Clock, Executor>& scheduler,
+auto cancel_at(const basic_scheduler<Clock, Executor>& scheduler,
                typename Clock::time_point due,
                Token&& token,
                boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
@@ -144,10 +149,10 @@ class timeout_initiation : public timeout_initiation_executor<Initiation>
 {
 public:
     timeout_initiation(Initiation initiation,
-                       basic_scheduler<Clock, Executor>& scheduler,
+                       const basic_scheduler<Clock, Executor>& scheduler,
                        due_spec<Clock> due,
                        boost::asio::cancellation_type type)
-        : initiation_(std::move(initiation)), scheduler_(&scheduler), due_(due), type_(type)
+        : initiation_(std::move(initiation)), scheduler_(scheduler), due_(due), type_(type)
     {}
 
     auto get_executor() const noexcept requires has_executor<Initiation>
@@ -164,7 +169,7 @@ public:
         const auto ex = boost::asio::get_associated_executor(handler, io_ex);
         using timeout =
             timeout_task<Clock, std::decay_t<decltype(ex)>, std::decay_t<decltype(io_ex)>>;
-        timeout* t = timeout::create(scheduler_->pool(), ex, io_ex, io_service, type_);
+        timeout* t = timeout::create(scheduler_.pool(), ex, io_ex, io_service, type_);
         boost::intrusive_ptr<timeout> keep(t); // until started: the handler may be gone by then
         try
         {
@@ -180,7 +185,7 @@ public:
         }
         try
         {
-            t->start(scheduler_->pool(), due_.resolve()); // after the operation connected its slot
+            t->start(scheduler_.pool(), due_.resolve()); // after the operation connected its slot
         }
         catch (...) // out of memory: the operation, started already, goes on without its timeout
         {}
@@ -194,7 +199,7 @@ private:
     template <class IoExecutor>
     scheduler_service<Clock>& service_of(const IoExecutor& io_ex) const
     {
-        scheduler_service<Clock>& own = scheduler_->service();
+        scheduler_service<Clock>& own = scheduler_.service();
         if constexpr (has_executor<Initiation>)
         {
             boost::asio::execution_context& context =
@@ -210,11 +215,11 @@ private:
         if constexpr (has_executor<Initiation>)
             return initiation_.get_executor();
         else
-            return scheduler_->get_executor();
+            return scheduler_.get_executor();
     }
 
     Initiation initiation_;
-    basic_scheduler<Clock, Executor>* scheduler_;
+    basic_scheduler<Clock, Executor> scheduler_; // a copy: a lazy operation may start later
     due_spec<Clock> due_;
     boost::asio::cancellation_type type_;
 };

@@ -2,6 +2,7 @@
 #include <sched/deadline.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/bind_allocator.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -15,6 +16,7 @@
 #include <boost/asio/experimental/use_promise.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/require.hpp>
 #include <boost/asio/strand.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -688,6 +690,93 @@ BOOST_AUTO_TEST_CASE(out_of_memory_for_its_timeout_a_started_operation_goes_on_w
     std::move (*parked)(error_code());
     BOOST_TEST(calls == 1);
     BOOST_TEST((result == error_code()));
+}
+
+// A handler whose move throws as the timeout is wrapped around it: the initiation throws, and the
+// timeout lets go of everything, the work its handler's executor tracks with it. Before, the
+// reference made for the wrapping handler was never taken, so the timeout and a tracked executor
+// stayed: the handler's io_context never ran out of work (a review's probe).
+BOOST_FIXTURE_TEST_CASE(a_handler_whose_move_throws_leaves_no_timeout_behind, cancel_after_fixture)
+{
+    struct throwing_move
+    {
+        using executor_type = boost::asio::any_io_executor;
+        executor_type executor;
+        const bool* throws;
+
+        throwing_move(executor_type ex, const bool* t) : executor(std::move(ex)), throws(t) {}
+        throwing_move(throwing_move&& other) noexcept(false)
+            : executor(other.executor), throws(other.throws)
+        {
+            if (*throws)
+                throw sched::test::custom_error();
+        }
+        executor_type get_executor() const noexcept { return executor; }
+        void operator()(error_code) {}
+    };
+    boost::asio::io_context handlers_io;
+    bool throws = false;
+    {
+        auto token = sched::cancel_after(
+            scheduler, 1h,
+            throwing_move(boost::asio::require(handlers_io.get_executor(),
+                                               boost::asio::execution::outstanding_work.tracked),
+                          &throws));
+        throws = true;
+        BOOST_CHECK_THROW(scheduler.async_wait(10s, std::move(token)), sched::test::custom_error);
+        throws = false;
+    }
+    BOOST_TEST(pool.queue().size() == 0u); // neither the wait nor its timeout
+    handlers_io.poll();
+    BOOST_TEST(handlers_io.stopped()); // out of work: nothing holds the handler's executor
+}
+
+// An operation that completes inside its cancellation handler, through its handler's strand,
+// whose handler throws: the exception leaves the io_context's run(), as any Asio handler's does.
+// Before, it met the emission's noexcept and ended the program (a review's probe).
+BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_inside_the_emission_leaves_run, cancel_after_fixture)
+{
+    auto complete_when_cancelled = [this](auto handler) {
+        using handler_type = decltype(handler);
+        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+        auto parked = std::make_shared<std::optional<handler_type>>(std::move(handler));
+        slot.assign([parked, ex = io.get_executor()](boost::asio::cancellation_type) {
+            handler_type h = std::move(**parked);
+            parked->reset();
+            const auto handlers_ex = boost::asio::get_associated_executor(h, ex);
+            boost::asio::dispatch(handlers_ex, [h = std::move(h)]() mutable {
+                std::move(h)(boost::asio::error::operation_aborted);
+            });
+        });
+    };
+    int runs = 0;
+    auto token = sched::cancel_after(
+        scheduler, 1s,
+        boost::asio::bind_executor(boost::asio::make_strand(io), [&runs](error_code) {
+            ++runs;
+            throw sched::test::custom_error();
+        }));
+    boost::asio::async_initiate<decltype(token), void(error_code)>(complete_when_cancelled, token);
+    manual_clock::advance(1s);
+    settle(pool); // the emission is posted to io
+    BOOST_CHECK_THROW(complete_one(), sched::test::custom_error);
+    BOOST_TEST(runs == 1);
+}
+
+// The token, and a lazy operation it starts, keep a copy of the scheduler given, not its
+// address: a deferred operation launched after that scheduler object has gone (its storage now
+// another scheduler's, of another pool) is timed by the first one's pool. Before, the initiation
+// read the object at its old address (a review's probe: use after free).
+BOOST_FIXTURE_TEST_CASE(a_lazy_operation_keeps_a_copy_of_the_scheduler, cancel_after_fixture)
+{
+    sched::test::manual_pool other_pool(single_worker());
+    std::optional<sched::test::manual_scheduler> given(std::in_place, io, pool);
+    auto wait = scheduler.async_wait(10s, sched::cancel_after(*given, 1s, boost::asio::deferred));
+    given.emplace(io, other_pool); // the same storage, another scheduler
+    std::move(wait)(on_done());
+    BOOST_TEST(pool.queue().size() == 2u); // the wait and its timeout
+    BOOST_TEST(other_pool.queue().size() == 0u);
+    expect_cancelled_at(at(1s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -80,10 +80,11 @@ public:
 
     // Emits cancellation now, unless the operation has completed (from the outer slot). The
     // operation may complete inside the emission, on this thread: finish() then takes the
-    // (recursive) mutex again.
-    void emit(boost::asio::cancellation_type type) noexcept
+    // (recursive) mutex again; what its handler throws leaves here, as from Asio's emit().
+    void emit(boost::asio::cancellation_type type)
     {
         std::lock_guard lock(mutex_);
+        emitted_ = true;
         if (executor_) // not done
             signal_.emit(type);
     }
@@ -125,28 +126,34 @@ private:
     struct emission
     {
         boost::intrusive_ptr<timeout_task> t;
-        void operator()() const noexcept { t->emit(t->type_); }
+        void operator()() const { t->emit(t->type_); }
     };
 
     // On the operation's I/O executor: enters the handler's (a strand, say) as Asio's own
     // completions do; inline for an executor that may block (use_future's). Under the lock, so
     // that the operation cannot complete meanwhile and let its user destroy that executor's
     // context (a copy used after unlocking touched a strand's freed service: a review's ASan
-    // probe); an emission run inline takes the (recursive) lock again.
+    // probe); an emission run inline takes the (recursive) lock again, and what a handler run
+    // inside it throws leaves here, into the executor's run(), as from any Asio handler.
     struct dispatch_emission
     {
         boost::intrusive_ptr<timeout_task> t;
-        void operator()() const noexcept
+        void operator()() const
         {
             std::lock_guard lock(t->mutex_);
             if (!t->executor_) // done
                 return;
+            t->emitted_ = false;
             try
             {
                 boost::asio::dispatch(*t->executor_, emission{t});
             }
-            catch (...) // out of memory: the operation goes on without its timeout
-            {}
+            catch (...)
+            {
+                if (t->emitted_) // the handler's
+                    throw;
+                // out of memory: the operation goes on without its timeout
+            }
         }
     };
 
@@ -189,6 +196,7 @@ private:
     // Made as the operation started, while its context was surely there: see post_emission().
     scheduler_service<Clock>& io_service_;
     std::recursive_mutex mutex_;
+    bool emitted_ = false; // emit() was entered: see dispatch_emission; guarded by mutex_
     // The handler's executor until the operation is done (finish()); guarded by mutex_.
     std::optional<HandlerExecutor> executor_;
     // The operation's, where the emission is posted; likewise.
@@ -201,7 +209,7 @@ template <class Timeout>
 struct outer_cancellation
 {
     Timeout* t;
-    void operator()(boost::asio::cancellation_type type) const noexcept { t->emit(type); }
+    void operator()(boost::asio::cancellation_type type) const { t->emit(type); }
 };
 
 // The handler given to the wrapped operation: the user's handler, whose executor and allocator
@@ -212,9 +220,11 @@ class timeout_handler
 public:
     using cancellation_slot_type = boost::asio::cancellation_slot;
 
+    // Adopts the reference to @p timeout made for it, even if moving the handler in throws.
     // Connecting the caller's slot may allocate (and throw).
-    timeout_handler(Handler handler, Timeout* timeout)
-        : handler_(std::move(handler)), timeout_(timeout, false)
+    template <class H>
+    timeout_handler(H&& handler, Timeout* timeout)
+        : timeout_(timeout, false), handler_(std::forward<H>(handler))
     {
         boost::asio::cancellation_slot outer =
             boost::asio::get_associated_cancellation_slot(handler_);
@@ -260,8 +270,8 @@ private:
         }
     }
 
+    boost::intrusive_ptr<Timeout> timeout_; // first: see the constructor
     Handler handler_;
-    boost::intrusive_ptr<Timeout> timeout_;
     boost::asio::cancellation_slot outer_;
 };
 
