@@ -29,7 +29,7 @@ namespace sched {
  * started), and the new expiry is then kept for the next async_wait(). Between a move and the
  * expiry there is one winner: a move that returns true has prevented the old expiry.
  *
- * Pushing the expiry later (the idle-timeout case, on every message) is one atomic exchange on
+ * Pushing the expiry later (the idle-timeout case, on every message) is one compare-and-swap on
  * a word inside the deadline object, which touches no other memory: the queue entry stays put,
  * and when the old expiry comes, whoever waits for it (a worker, or the io_context's timer: see
  * basic_scheduler) finds the new one and puts the entry back at it, once, however many times it
