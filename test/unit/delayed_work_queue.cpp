@@ -617,6 +617,18 @@ BOOST_AUTO_TEST_CASE(take_returns_nothing_when_stop_is_requested, *boost::unit_t
     BOOST_TEST(queue.take(stop.get_token()) == nullptr); // already requested: at once
 }
 
+// A manual clock advanced all the way (it saturates at time_point::max()) does not end take()'s
+// wait: before, take() (whose deadline is max()) returned nothing at once, and a pool's workers
+// and a timer's thread left for good (a review's probe).
+BOOST_AUTO_TEST_CASE(take_waits_on_at_the_end_of_time, *boost::unit_test::timeout(60))
+{
+    manual_clock::advance(manual_clock::duration::max());
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    queue.push(make(1), at(1s)); // long overdue
+    BOOST_TEST(taker.get() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(take_tells_its_callback_of_each_task_it_takes_and_of_no_other)
 {
     auto& a = make(1);

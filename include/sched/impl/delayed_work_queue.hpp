@@ -804,7 +804,7 @@ auto basic_delayed_work_queue<Clock>::take_until(time_point deadline,
             taken = take_front(on_take);
             break;
         }
-        if (deadline <= now)
+        if (deadline <= now && deadline != time_point::max()) // max: never, even at the end of time
             break;
         if (stop.stop_possible() && !on_stop)
         {
