@@ -18,10 +18,8 @@ std::vector<detail::clock_listener*>& registry()
 
 } // namespace
 
-void manual_clock::advance(duration d)
+void manual_clock::add(duration d)
 {
-    if (d < duration::zero())
-        throw std::invalid_argument("manual_clock::advance: negative duration");
     rep current = ticks_.load();
     rep next;
     do // saturate at time_point::max() instead of wrapping into the past
@@ -31,7 +29,7 @@ void manual_clock::advance(duration d)
     notify_listeners();
 }
 
-void manual_clock::advance_to(time_point t)
+void manual_clock::move_to(time_point t)
 {
     rep current = ticks_.load();
     do

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 
 namespace sched::detail {
 namespace {
@@ -13,7 +14,20 @@ struct alignas(64) padded_slot // one cache line each: waiters on distinct slots
     parking_slot slot;
 };
 
-padded_slot slots[slot_count];
+struct slot_table
+{
+    padded_slot slots[slot_count];
+};
+
+// Made on first use and never destroyed: a thread may still wait in a slot as the process exits
+// (a detached thread in a future's wait(), whose pool is left to the end), and destroying a
+// condition variable that a thread waits on blocks for ever (glibc) or is undefined.
+slot_table& table() noexcept
+{
+    alignas(slot_table) static std::byte storage[sizeof(slot_table)];
+    static slot_table* const made = ::new (static_cast<void*>(storage)) slot_table();
+    return *made;
+}
 
 } // namespace
 
@@ -21,7 +35,7 @@ parking_slot& parking_slot_for(const void* address) noexcept
 {
     // Fibonacci hashing of the address, without the alignment bits that never differ.
     const auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address));
-    return slots[((bits >> 4) * 0x9E3779B97F4A7C15ull) >> 58].slot; // top 6 bits: 0..63
+    return table().slots[((bits >> 4) * 0x9E3779B97F4A7C15ull) >> 58].slot; // top 6 bits: 0..63
 }
 
 } // namespace sched::detail

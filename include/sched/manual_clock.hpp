@@ -2,10 +2,12 @@
 #define SCHED_MANUAL_CLOCK_HPP
 
 #include <sched/detail/clock_listener.hpp>
+#include <sched/detail/time.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 
 namespace sched {
 
@@ -14,12 +16,15 @@ namespace sched {
  * Use it as the `Clock` parameter of sched's types (`basic_scheduled_thread_pool<manual_clock>`)
  * to test timeout and periodic code without sleeping: nothing becomes due until the test calls
  * advance(), and advance() wakes every queue waiting on this clock, so its due tasks run at once.
+ * (A future's wait_until() takes no deadline on this clock: it would wait in real time.)
  *
  * Time is process-wide (now() is static, as std::chrono and Asio require of a clock) and starts
  * at the epoch.
  *
  * @par Thread safety
- * All functions may be called from any thread.
+ * All functions may be called from any thread, but not from under the lock of a queue on this
+ * clock (in a callback it calls with its lock held): advance() wakes that queue, which takes its
+ * lock.
  */
 class manual_clock
 {
@@ -33,16 +38,29 @@ public:
     /// The current manual time.
     static time_point now() noexcept { return time_point(duration(ticks_.load())); }
 
-    /// Moves time forward by @p d and wakes everything waiting on this clock.
+    /// Moves time forward by @p d, in any unit (a fraction of a nanosecond counts as one), and
+    /// wakes everything waiting on this clock.
     /**
-     * Time saturates at time_point::max() rather than wrapping.
-     * @throws std::invalid_argument if @p d is negative; time never goes back.
+     * Time saturates at time_point::max() rather than wrapping, whatever @p d's unit.
+     * @throws std::invalid_argument if @p d is negative or NaN; time never goes back.
      */
-    static void advance(duration d);
+    template <class Rep, class Period>
+    static void advance(std::chrono::duration<Rep, Period> d)
+    {
+        detail::check_not_nan(d);
+        if (d < d.zero())
+            throw std::invalid_argument("manual_clock::advance: negative duration");
+        add(detail::saturating_ceil<duration>(d));
+    }
 
-    /// Moves time forward to @p t (no-op if it is already there) and wakes waiters.
+    /// Moves time forward to @p t, in any unit (rounded up to a nanosecond, and saturating at
+    /// time_point::max()), and wakes waiters; at now(), time stays.
     /** @throws std::invalid_argument if @p t is earlier than now(). */
-    static void advance_to(time_point t);
+    template <class Duration>
+    static void advance_to(std::chrono::time_point<manual_clock, Duration> t)
+    {
+        move_to(time_point(detail::saturating_ceil<duration>(t.time_since_epoch())));
+    }
 
     /// Sets time back to the epoch, for a test fixture to start from a known time.
     /** Call it only while nothing schedules on this clock. */
@@ -55,6 +73,8 @@ public:
     static void remove_listener(detail::clock_listener& listener) noexcept;
 
 private:
+    static void add(duration d);       // d is not negative
+    static void move_to(time_point t); // throws if t is past
     static void notify_listeners() noexcept;
 
     static inline std::atomic<rep> ticks_{0};

@@ -4,6 +4,7 @@
 #include <sched/error.hpp>
 #include <sched/future_state.hpp>
 
+#include <sched/detail/clock_listener.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/time.hpp>
 
@@ -88,8 +89,9 @@ public:
         return wait_until(detail::due_after<steady>(timeout));
     }
 
-    /// Blocks until the task completes or @p deadline on a real clock passes.
-    template <class WaitClock, class WaitDuration>
+    /// Blocks until the task completes or @p deadline on a real clock passes. A deadline on the
+    /// manual clock does not compile: nothing would wake the wait as that clock moves.
+    template <detail::real_time_clock WaitClock, class WaitDuration>
     std::future_status
     wait_until(const std::chrono::time_point<WaitClock, WaitDuration>& deadline) const
     {

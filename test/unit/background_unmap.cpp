@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/child_process.hpp"
 #include "support/wait.hpp"
 #include <sched.h>
 #include <sys/mman.h>
@@ -210,24 +211,6 @@ BOOST_AUTO_TEST_CASE(blocks_handed_over_by_several_threads_at_once_are_all_unmap
 }
 
 #if defined(__linux__)
-// Runs `child` in a forked child process, which ends with its result as its exit status (or is
-// killed after 20 s); returns whether it returned 0.
-template <class Child>
-bool in_child(Child child)
-{
-    const pid_t pid = fork();
-    if (pid < 0)
-        return false;
-    if (pid == 0)
-    {
-        std::signal(SIGALRM, SIG_DFL); // not the test runner's handler: the child ends
-        alarm(20);
-        _exit(child());
-    }
-    int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 // A child forked while the unmapping thread runs has no such thread: it starts its own, which
 // unmaps what the child hands over. (Under ThreadSanitizer, which cannot start threads in such a
 // child, the child unmaps at once.)
@@ -239,7 +222,7 @@ BOOST_AUTO_TEST_CASE(a_forked_child_unmaps_in_its_own_thread, *boost::unit_test:
     BOOST_TEST_REQUIRE(sched::test::eventually([&] { return unmapped(first, page); }));
     BOOST_TEST_REQUIRE(has_thread_named("sched-unmap"));
     void* block = map_and_fill(4 * page); // the child's, mapped before the fork
-    BOOST_TEST(in_child([&] {
+    BOOST_TEST(sched::test::in_child([&] {
         const bool had_thread = has_thread_named("sched-unmap");
         unmap_in_background(block, 4 * page, page);
         while (!unmapped(block, 4 * page))
@@ -251,23 +234,14 @@ BOOST_AUTO_TEST_CASE(a_forked_child_unmaps_in_its_own_thread, *boost::unit_test:
     BOOST_TEST(sched::test::eventually([&] { return unmapped(block, 4 * page); }));
 }
 
-// Tests that start the thread in a child process, which has none (the test runner's may be
-// running already): ThreadSanitizer cannot.
-boost::test_tools::assertion_result child_starts_threads(boost::unit_test::test_unit_id)
-{
-    boost::test_tools::assertion_result result(!sched::detail::under_thread_sanitizer);
-    result.message() << "ThreadSanitizer cannot start threads in a forked child";
-    return result;
-}
-
 // A queue (so a pool) starts the thread as it is constructed, so that the first memory its heap
 // array hands over (under the queue's lock) does not pay for starting it.
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *
-                     boost::unit_test::precondition(child_starts_threads))
+                     boost::unit_test::precondition(sched::test::child_starts_threads))
 BOOST_AUTO_TEST_CASE(a_queue_starts_the_thread_as_it_is_constructed,
                      *boost::unit_test::timeout(120))
 {
-    BOOST_TEST(in_child([] {
+    BOOST_TEST(sched::test::in_child([] {
         if (has_thread_named("sched-unmap"))
             return 2;
         sched::delayed_work_queue queue;
@@ -295,7 +269,7 @@ bool cpus_of_thread_named(const std::string& name, cpu_set_t& cpus)
 }
 
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping) *
-                     boost::unit_test::precondition(child_starts_threads) *
+                     boost::unit_test::precondition(sched::test::child_starts_threads) *
                      boost::unit_test::precondition(several_cpus))
 BOOST_AUTO_TEST_CASE(the_thread_does_not_keep_the_cpus_of_the_thread_that_starts_it,
                      *boost::unit_test::timeout(120))
@@ -303,7 +277,7 @@ BOOST_AUTO_TEST_CASE(the_thread_does_not_keep_the_cpus_of_the_thread_that_starts
     cpu_set_t all;
     BOOST_TEST_REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
     void* block = map_and_fill(page); // the child's, mapped before the fork
-    BOOST_TEST(in_child([&] {
+    BOOST_TEST(sched::test::in_child([&] {
         cpu_set_t one;
         CPU_ZERO(&one);
         for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)

@@ -3,6 +3,8 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
+#include <cmath>
 #include <future>
 #include <stdexcept>
 
@@ -41,6 +43,27 @@ BOOST_AUTO_TEST_CASE(advance_saturates_at_the_end_of_time)
     BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
     manual_clock::advance(1s);
     BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+}
+
+// A duration or time point in a coarser unit than the clock's saturates too, and a finer one
+// rounds up. Before, the conversion to nanoseconds overflowed (undefined behaviour): hours::max()
+// read as a negative duration (a review's probe).
+BOOST_AUTO_TEST_CASE(advance_takes_any_unit_and_saturates)
+{
+    manual_clock::advance(std::chrono::duration<double, std::nano>(1.5));
+    BOOST_TEST((manual_clock::now() == at(2ns)));
+    manual_clock::advance(std::chrono::hours(3'000'000)); // 1.08e22 ns: beyond the clock's range
+    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    manual_clock::reset();
+    manual_clock::advance(std::chrono::hours::max());
+    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    manual_clock::reset();
+    manual_clock::advance_to(
+        std::chrono::time_point<manual_clock, std::chrono::hours>(std::chrono::hours(3'000'000)));
+    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_CHECK_THROW(manual_clock::advance(std::chrono::duration<double>(std::nan(""))),
+                      std::invalid_argument);
+    BOOST_CHECK_THROW(manual_clock::advance(-std::chrono::hours::max()), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(reset_returns_to_the_epoch)

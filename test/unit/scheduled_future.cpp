@@ -6,7 +6,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "support/blocking_call.hpp"
+#include "support/child_process.hpp"
 #include "support/counter.hpp"
 #include "support/millisecond_clock.hpp"
 #include "support/pool_fixture.hpp"
@@ -335,5 +338,45 @@ BOOST_AUTO_TEST_CASE(wait_until_a_far_deadline_in_a_coarse_unit_of_the_steady_cl
     manual_clock::advance(5s);
     BOOST_TEST((waiter.get() == std::future_status::ready));
 }
+
+// A future's wait_until() takes no deadline on the manual clock (nothing would wake it as that
+// clock moves: it waited in real time), and does take one on a real clock.
+template <class Future, class TimePoint>
+concept waits_until = requires(const Future& f, TimePoint t)
+{
+    f.wait_until(t);
+};
+
+BOOST_AUTO_TEST_CASE(wait_until_takes_no_deadline_on_the_manual_clock)
+{
+    constexpr bool real = waits_until<manual_future<int>, std::chrono::steady_clock::time_point>;
+    constexpr bool manual = waits_until<manual_future<int>, manual_clock::time_point>;
+    BOOST_TEST(real);
+    BOOST_TEST(!manual);
+}
+
+#if defined(__linux__)
+// A thread still waiting on a future as the process exits, its pool left running: the static
+// destructors run and the process ends. Before, the table of the slots that waiters sleep in was
+// destroyed with them, and destroying a condition variable that a thread waits on blocked exit()
+// for ever (a review's probe).
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(sched::test::child_starts_threads))
+BOOST_AUTO_TEST_CASE(a_thread_waiting_on_a_future_does_not_hold_the_process_exit,
+                     *boost::unit_test::timeout(120))
+{
+    BOOST_TEST(sched::test::in_child([] {
+        // Static, so that the leak checker sees them reachable.
+        static auto* const pool = new sched::scheduled_thread_pool(1);
+        static const auto future = pool->schedule(1h, [] {});
+        static auto* const waiter = new sched::test::blocking_call<int>([] {
+            future.wait();
+            return 0;
+        });
+        if (!waiter->wait_until_blocked())
+            return 1;
+        std::exit(0); // a hang here is killed after 20 s, and fails the test
+    }));
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,6 +23,10 @@ concept notifying_clock = requires(clock_listener& listener)
     Clock::remove_listener(listener);
 };
 
+// A clock whose time passes by itself, so that a timed wait on it ends.
+template <class Clock>
+concept real_time_clock = !notifying_clock<Clock>;
+
 } // namespace sched::detail
 
 #endif // SCHED_DETAIL_CLOCK_LISTENER_HPP

@@ -10,8 +10,8 @@
 namespace sched::detail {
 
 // Waits on `cv` until notified or until `t` on any clock, or returns sooner (spuriously, as
-// every condition wait may): the caller checks its condition, and calls again. Returns false,
-// at once or after the wait, once `t` has passed.
+// every condition wait may): the caller checks its condition, and calls again. Returns false
+// once `t` has passed: after the wait on the steady or the system clock, else at the next call.
 //
 // The standard library waits on a clock other than the steady or the system clock by adding
 // the time left to the steady clock's now in nanoseconds, which overflows for a time point
