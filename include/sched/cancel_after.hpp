@@ -106,7 +106,7 @@ auto cancel_after(const basic_scheduler<Clock, Executor>& scheduler,
     detail::check_not_nan(timeout);
     const duration after = timeout < std::chrono::duration<Rep, Period>::zero()
                                ? duration::zero()
-                               : detail::saturating_cast<duration>(timeout);
+                               : detail::saturating_ceil<duration>(timeout);
     return cancel_at_t<std::decay_t<Token>, Clock, Executor>(
         scheduler, {.after = after, .relative = true}, std::forward<Token>(token), type);
 }

@@ -367,7 +367,8 @@ private:
         if (detail::is_nan(delay))
             return {{},
                     std::make_exception_ptr(std::invalid_argument("scheduler: a delay is NaN"))};
-        return {{.after = detail::saturating_cast<duration>(delay), .relative = true}, nullptr};
+        // Rounded up, as detail::due_after() does: a wait never ends before its delay.
+        return {{.after = detail::saturating_ceil<duration>(delay), .relative = true}, nullptr};
     }
 
     template <class Work>

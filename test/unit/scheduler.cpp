@@ -85,6 +85,21 @@ BOOST_FIXTURE_TEST_CASE(async_wait_completes_on_the_io_context_when_due, schedul
     BOOST_TEST((ran_on == std::this_thread::get_id()));
 }
 
+// A delay in a finer unit than the clock's is rounded up, never down: 1.5 ns on a clock of
+// nanoseconds waits 2 ns (a review's finding; before, 1 ns).
+BOOST_FIXTURE_TEST_CASE(a_delay_finer_than_the_clock_is_not_cut_short, scheduler_fixture)
+{
+    std::optional<error_code> result;
+    scheduler.async_wait(std::chrono::duration<double, std::nano>(1.5),
+                         [&](error_code ec) { result = ec; });
+    manual_clock::advance(1ns);
+    settle(pool);
+    BOOST_TEST(io.poll() == 0u);
+    manual_clock::advance(1ns);
+    complete_one();
+    BOOST_TEST((result == error_code()));
+}
+
 // At the time point, not that long from now (the clock is past the epoch) nor at once.
 BOOST_FIXTURE_TEST_CASE(async_wait_at_a_time_point, scheduler_fixture)
 {

@@ -8,6 +8,8 @@
 #include <ratio>
 #include <stdexcept>
 
+#include "support/millisecond_clock.hpp"
+
 using namespace std::chrono_literals;
 using ns = std::chrono::nanoseconds;
 using steady_point = std::chrono::steady_clock::time_point;
@@ -73,6 +75,18 @@ BOOST_AUTO_TEST_CASE(due_after_rejects_a_nan_delay)
     BOOST_CHECK_THROW(
         sched::detail::due_after<std::chrono::steady_clock>(std::chrono::duration<double>(nan)),
         std::invalid_argument);
+}
+
+// A delay in a finer unit than the clock's rounds up: 1.5 ms on a clock of whole milliseconds is
+// due 2 ms from now. Before, it was due 1 ms from now: half a millisecond early (a review's
+// finding).
+BOOST_AUTO_TEST_CASE(due_after_rounds_a_finer_delay_up_to_the_clocks_unit)
+{
+    using clock = sched::test::millisecond_clock;
+    const clock::time_point before = clock::now();
+    const clock::time_point due = sched::detail::due_after<clock>(1500us);
+    const clock::time_point after = clock::now();
+    BOOST_TEST((due >= before + 2ms && due <= after + 2ms));
 }
 
 BOOST_AUTO_TEST_CASE(saturating_add_treats_negative_as_zero_and_caps_at_max)

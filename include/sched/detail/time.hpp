@@ -119,13 +119,14 @@ void check_not_nan(std::chrono::duration<Rep, Period> delay)
         throw std::invalid_argument("sched: a delay is NaN");
 }
 
-// When a task scheduled with `delay` from now is due on Clock. Throws std::invalid_argument for
-// a NaN delay.
+// When a task scheduled with `delay` from now is due on Clock: a delay in a finer unit than the
+// clock's rounds up, so that nothing is due before its delay has passed. Throws
+// std::invalid_argument for a NaN delay.
 template <class Clock, class Rep, class Period>
 typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
 {
     check_not_nan(delay);
-    return saturating_add(Clock::now(), saturating_cast<typename Clock::duration>(delay));
+    return saturating_add(Clock::now(), saturating_ceil<typename Clock::duration>(delay));
 }
 
 // A due time given as a time point, or as a delay from when it is resolved: when an operation
