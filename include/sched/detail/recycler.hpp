@@ -12,13 +12,13 @@ namespace sched::detail {
 
 // Memory for task nodes. Blocks of each size class (up to max_recycled_size) are carved from 64 KB
 // spans with no header per block, so a 56-byte task takes 56 bytes where malloc would take 64.
-// Each thread keeps up to 256 freed blocks of each class (beside what is left of its last refill)
-// and hands them out again before going to the spans: arming and cancelling timeouts in a loop
-// then takes no lock, with a small handler or a coroutine's. A block may be freed on any thread;
-// it joins that thread's cache, whose older half goes back to the spans once it is full, and a
-// span whose blocks are all back goes back to the system (one empty span per class is kept),
-// unmapped by a background thread rather than the freeing one, unless that thread is behind (see
-// background_unmap.hpp).
+// Each thread caches up to 288 blocks of each class (256, and room for a refill of up to 32),
+// freed ones and what is left of its refills alike, and hands them out again before going to the
+// spans: arming and cancelling timeouts in a loop then takes no lock, with a small handler or a
+// coroutine's. A block may be freed on any thread; it joins that thread's cache, whose older half
+// goes back to the spans once it is full, and a span whose blocks are all back goes back to the
+// system (one empty span per class is kept), unmapped by a background thread rather than the
+// freeing one, unless that thread is behind (see background_unmap.hpp).
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned to 16 bytes if its size is a
 // multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits (the
