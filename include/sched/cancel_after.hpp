@@ -102,13 +102,9 @@ auto cancel_after(const basic_scheduler<Clock, Executor>& scheduler,
                   Token&& token,
                   boost::asio::cancellation_type type = boost::asio::cancellation_type::terminal)
 {
-    using duration = typename Clock::duration;
     detail::check_not_nan(timeout);
-    const duration after = timeout < std::chrono::duration<Rep, Period>::zero()
-                               ? duration::zero()
-                               : detail::saturating_ceil<duration>(timeout);
     return cancel_at_t<std::decay_t<Token>, Clock, Executor>(
-        scheduler, {.after = after, .relative = true}, std::forward<Token>(token), type);
+        scheduler, detail::due_spec<Clock>::in(timeout), std::forward<Token>(token), type);
 }
 
 /// Bounds the operation that @p token completes: if it has not completed when the clock reaches

@@ -367,8 +367,7 @@ private:
         if (detail::is_nan(delay))
             return {{},
                     std::make_exception_ptr(std::invalid_argument("scheduler: a delay is NaN"))};
-        // Rounded up, as detail::due_after() does: a wait never ends before its delay.
-        return {{.after = detail::saturating_ceil<duration>(delay), .relative = true}, nullptr};
+        return {detail::due_spec<Clock>::in(delay), nullptr};
     }
 
     template <class Work>

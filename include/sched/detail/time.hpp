@@ -119,16 +119,6 @@ void check_not_nan(std::chrono::duration<Rep, Period> delay)
         throw std::invalid_argument("sched: a delay is NaN");
 }
 
-// When a task scheduled with `delay` from now is due on Clock: a delay in a finer unit than the
-// clock's rounds up, so that nothing is due before its delay has passed. Throws
-// std::invalid_argument for a NaN delay.
-template <class Clock, class Rep, class Period>
-typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
-{
-    check_not_nan(delay);
-    return saturating_add(Clock::now(), saturating_ceil<typename Clock::duration>(delay));
-}
-
 // A due time given as a time point, or as a delay from when it is resolved: when an operation
 // is initiated, which a deferred completion token may put off.
 template <class Clock>
@@ -138,11 +128,28 @@ struct due_spec
     typename Clock::duration after{};
     bool relative = false;
 
+    // `delay` (not NaN) from when it is resolved, in the clock's unit: a finer one rounds up, so
+    // that nothing is due before its delay has passed. A negative delay means "at once".
+    template <class Rep, class Period>
+    static due_spec in(std::chrono::duration<Rep, Period> delay) noexcept
+    {
+        return {.after = saturating_ceil<typename Clock::duration>(delay), .relative = true};
+    }
+
     typename Clock::time_point resolve() const noexcept
     {
         return relative ? saturating_add(Clock::now(), after) : at;
     }
 };
+
+// When a task scheduled with `delay` from now is due on Clock (see due_spec::in()). Throws
+// std::invalid_argument for a NaN delay.
+template <class Clock, class Rep, class Period>
+typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
+{
+    check_not_nan(delay);
+    return due_spec<Clock>::in(delay).resolve();
+}
 
 } // namespace sched::detail
 
