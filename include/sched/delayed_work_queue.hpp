@@ -220,10 +220,10 @@ public:
     /// Like push_if(), for a task that was queued before and has left (a periodic task's next
     /// run): among tasks due at the same time it takes @p place, the place it had when it left
     /// (as Java's periodic tasks keep their sequence number), rather than go after those pushed
-    /// since. It takes a new place with the far tier open, as tasks do when they move out of the
-    /// far tier, so that the order stays that of the pushes; and after the queue has renumbered
-    /// its places (once every 2^44 pushes and moves, so that they never run out) since the task
-    /// left. @p place must come from this queue.
+    /// since. It takes a new place in a queue with a far tier (open or closed), as tasks do when
+    /// they move out of the far tier, so that the order stays that of the pushes; and after the
+    /// queue has renumbered its places (once every 2^44 pushes and moves, so that they never run
+    /// out) since the task left. @p place must come from this queue.
     template <class Predicate>
     bool push_again_if(node& task, time_point due, kept_place place, Predicate allowed);
 
@@ -359,9 +359,11 @@ public:
     /// goes to one of @p shards heaps, each with its own lock, chosen by the pushing thread; it
     /// moves to the main heap, with the other far tasks due within @p horizon, half a horizon or
     /// more before it is due (a waiting thread wakes for that, or a push, poll or take_led() that
-    /// finds it time; an external leader keeps waiting for its head meanwhile). Tasks still come
-    /// out in due order, and tasks due at the same time in the order they were pushed, except two
-    /// pushed from different threads that were both in the far tier: they come out in either order.
+    /// finds it time; an external leader keeps waiting for its head meanwhile), 64 at a time: the
+    /// next 64 move when the last of those before them is due (so no later than they are). Tasks
+    /// still come out in due order, and tasks due at the same time in the order they were pushed,
+    /// except two pushed from different threads that were both in the far tier: they come out in
+    /// either order.
     /// (Which tasks are far is judged from a recent clock reading; after a while with no thread
     /// looking at the clock, a task due sooner may count as far.) When memory runs out as far tasks
     /// move, those that could not leave the far tier try again a millisecond later (a tick of a
@@ -612,9 +614,10 @@ private:
                 renumber();
             return next_order_++;
         }
-        // Gives the tasks the push orders 0, 1, 2… in the order they come out, and the next
-        // push the one after: sorts the entries (a sorted array is a heap). Places kept before
-        // it no longer hold (see push_again_if()).
+        // Gives the tasks the push orders 0, 1, 2… in the order of their pushes, and the next
+        // push the one after (so that a place kept since ranks as Java's sequence number would):
+        // sorts the entries by push order and makes them a heap again. Places kept before it no
+        // longer hold (see push_again_if()).
         void renumber() noexcept;
         // Puts `task`, due at `due` with push order `order`, at `i`: the entry holds the task
         // and the low bits of the order, the task its position and the high bits.
@@ -788,17 +791,18 @@ private:
     bool left_to_leader(time_point now) const noexcept;
     // When whoever leads a task due at `due` wakes for it (a waiting thread, or an external
     // leader asked to), if the task after it is due at `next`: with a spin, the spin before it is
-    // due (then it polls until it is due), unless it is not `polled` (the far tier's marker: its
-    // move keeps nobody waiting); otherwise the slack after it, or on time if `next` is later
-    // than that (no wake-up is saved by waiting for the slack).
+    // due (then it polls until it is due), or on time if it is not `polled` (the far tier's
+    // marker: its move keeps nobody waiting, and the task after it is polled for from there);
+    // otherwise the slack after it, or on time if `next` is later than that (no wake-up is saved
+    // by waiting for the slack).
     time_point wake_time(time_point due, time_point next, bool polled = true) const noexcept
     {
-        if (spin_ == duration::zero() || !polled)
+        if (spin_ == duration::zero())
         {
             const time_point latest = detail::saturating_add(due, slack_);
             return next > latest ? due : latest;
         }
-        if (due == time_point::max())
+        if (!polled || due == time_point::max())
             return due;
         return detail::saturating_subtract(due, spin_);
     }

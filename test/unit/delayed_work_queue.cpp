@@ -519,6 +519,36 @@ BOOST_AUTO_TEST_CASE(push_again_if_puts_a_task_back_in_its_place_unless_renumber
     BOOST_TEST(poll_all() == (std::vector<int>{3, 1}), boost::test_tools::per_element());
 }
 
+// A renumbering numbers the tasks in the order they were pushed, not in the order they come out:
+// two tasks that leave after it with their kept places and come back due at the same time come
+// out in the order of their first pushes. Before, it numbered them by due time (a review's
+// finding).
+BOOST_AUTO_TEST_CASE(a_renumbering_keeps_the_order_of_the_pushes)
+{
+    const auto always = [] {
+        return true;
+    };
+    auto& pushed_first = make(1);
+    auto& due_first = make(2);
+    queue.push(pushed_first, 20s);
+    queue.push(due_first, 10s);
+    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 0);
+    queue.push(make(3), 100s); // renumbers
+    queue_type::kept_place first_place;
+    queue_type::kept_place second_place;
+    manual_clock::advance(10s);
+    BOOST_TEST(queue.take({}, [&](node&, queue_type::kept_place p) noexcept {
+        second_place = p;
+    }) == &due_first);
+    manual_clock::advance(10s);
+    BOOST_TEST(queue.take({}, [&](node&, queue_type::kept_place p) noexcept { first_place = p; }) ==
+               &pushed_first);
+    BOOST_TEST(queue.push_again_if(due_first, manual_clock::now() + 10s, second_place, always));
+    BOOST_TEST(queue.push_again_if(pushed_first, manual_clock::now() + 10s, first_place, always));
+    manual_clock::advance(10s);
+    BOOST_TEST(poll_all() == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(remove_if_removes_nothing_when_the_predicate_throws)
 {
     auto& tasks = storage;
@@ -1402,6 +1432,28 @@ BOOST_FIXTURE_TEST_CASE(with_a_spin_a_taker_sleeps_until_the_far_tiers_move_is_d
     BOOST_TEST(taker.get() == -1);
 }
 
+// With a spin, the far tier's marker is woken for when it is due, not the slack after it: the task
+// due right behind it is polled for from there, and taken on time. Before, the marker took the
+// slack, as a task with company does without a spin (a review's finding).
+BOOST_FIXTURE_TEST_CASE(with_a_spin_the_far_tiers_marker_is_woken_for_when_due,
+                        silent_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    queue.set_slack(10s);
+    queue.set_spin(1ms);
+    queue.set_far_tier(1s, 1);
+    queue.push(make(100), at(2s)); // far: its marker is due at 1.5 s
+    manual_clock::advance(600ms);
+    queue.push(make(1), at(1501ms)); // near, right behind the marker
+    blocking_call<int> taker([this] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked()); // asleep for the marker, 0.9 s of real time
+    manual_clock::advance(901ms);                   // to 1.501 s
+    // Not once the slack has passed too, 10.9 s of real time on (5 s leaves room for a loaded
+    // machine).
+    BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_backup_asleep_for_a_led_head_wakes_for_a_new_earlier_one,
                         silent_led_queue_fixture,
                         *boost::unit_test::timeout(60))
@@ -1413,6 +1465,24 @@ BOOST_FIXTURE_TEST_CASE(a_backup_asleep_for_a_led_head_wakes_for_a_new_earlier_o
     manual_clock::advance(50ms);
     BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
     BOOST_TEST(taker.get() == 2);
+}
+
+// An external leader that takes its head hands the lead on at once when the next head is not its
+// own: before, it kept the lead until it next asked, so with its thread busy running what it took
+// (an io_context's handlers), the pool's task due behind its wait waited until that wait would
+// have been overdue by the grace (a review's finding).
+BOOST_FIXTURE_TEST_CASE(a_head_after_the_one_its_leader_took_is_woken_for_at_once,
+                        silent_led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    blocking_call<int>& taker = backup_for_a_head_due_at_10s();
+    queue.push(make(100), at(10s)); // nobody's, behind the head: the backup sleeps on
+    manual_clock::advance(10s);
+    BOOST_TEST(id_of(queue.take_led(leader, [](silent_queue::node&) noexcept {})) == 99);
+    // The backup must take it now, not 10 s of real time on (5 s leaves room for a loaded
+    // machine).
+    BOOST_TEST_REQUIRE((taker.result().wait_for(5s) == std::future_status::ready));
+    BOOST_TEST(taker.get() == 100);
 }
 
 BOOST_FIXTURE_TEST_CASE(within_the_hurry_interval_the_backup_sleeps_no_longer_than_it,

@@ -73,6 +73,25 @@ BOOST_AUTO_TEST_CASE(a_far_task_comes_before_a_later_near_one_due_at_the_same_ti
     BOOST_TEST(poll_all() == (std::vector<int>{3, 1, 2}), boost::test_tools::per_element());
 }
 
+// A task taken with its kept place and pushed again (a periodic task's next run) after the far
+// tier has closed (a pool's shutdown that lets periodic tasks go on) goes after a far task pushed
+// before it and due at the same time: that one took a new place as the tier closed. Before, the
+// kept place put it first (a review's finding).
+BOOST_AUTO_TEST_CASE(a_kept_place_does_not_jump_a_far_task_pushed_before_it_once_the_tier_closes)
+{
+    auto& periodic = make(2);
+    queue.push(make(1), 10s);    // far, pushed first
+    queue.push(periodic, 100ms); // near
+    manual_clock::advance(100ms);
+    queue_type::kept_place place;
+    BOOST_TEST(queue.take({}, [&](node&, queue_type::kept_place p) noexcept { place = p; }) ==
+               &periodic);
+    queue.close_far_tier();
+    BOOST_TEST(queue.push_again_if(periodic, at(10s), place, [] { return true; }));
+    manual_clock::advance_to(at(10s));
+    BOOST_TEST(poll_all() == (std::vector<int>{1, 2}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(far_tasks_due_at_the_same_time_from_one_thread_come_out_first_in_first_out)
 {
     for (int i = 0; i < 50; ++i)

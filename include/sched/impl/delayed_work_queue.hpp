@@ -219,9 +219,9 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
         return false;
     }
     move_far_tasks_before(due);
-    // A kept place holds only with one tier: tasks moved out of the far tier take new ones.
-    const std::size_t at =
-        heap_.push(task, due, far_open_.load(std::memory_order_relaxed) ? kept_place{} : place);
+    // A kept place holds only in a queue that never had a far tier: tasks that moved out of it
+    // (while it was open, or as it closed) took new places, later than one kept from before.
+    const std::size_t at = heap_.push(task, due, shards_.empty() ? place : kept_place{});
     if (!is_led_head(at))
         return false; // behind the head: no waiter needs to know
     new_head_at(at);
@@ -550,6 +550,11 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
         node* const taken = take_front(on_take);
         if (poll)
             poll->polling = was_polling;
+        // The next head is another's: its leader leads from now, not once this one is done
+        // with what it took (its handlers may take long).
+        const entry* const next = heap_.empty() ? nullptr : led_head();
+        if (!heap_.empty() && (!next || leader_of(*next) != &leader))
+            elect(true);
         return taken;
     }
     if (poll && leads_head && external_ == &leader && polls(*head, now))
@@ -1026,12 +1031,13 @@ void basic_delayed_work_queue<Clock>::heap::place(std::size_t i, const entry& e)
 template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::renumber() noexcept
 {
-    std::sort(entries_.begin(), entries_.end(), earlier);
+    std::sort(entries_.begin(), entries_.end(),
+              [](const entry& a, const entry& b) { return order_of(a) < order_of(b); });
     for (std::size_t i = 0; i < entries_.size(); ++i)
         set(i, entries_[i].due, *entries_[i].task(), i);
     next_order_ = entries_.size();
     ++renumberings_;
-    check_invariants(0);
+    rebuild();
 }
 
 template <class Clock>
