@@ -23,6 +23,7 @@
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/failing_executor.hpp"
+#include "support/hook_clock.hpp"
 #include "support/io_fixture.hpp"
 #include "support/tick_log.hpp"
 #include "support/wait.hpp"
@@ -178,6 +179,40 @@ BOOST_FIXTURE_TEST_CASE(total_cancellation_is_refused_while_the_first_tick_runs,
     signal.emit(cancellation_type::terminal);
     complete_one();
     BOOST_TEST(ticks_at_end.value_or(0) == 1u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+// A total cancellation accepted just before the first tick begins (after the check that the
+// operation is still pending, before the tick starts: in the clock read between them, where a bound
+// tick plans its run) prevents the tick, as total cancellation requires: the operation ends with
+// no effect. Before, the tick ran all the same (a review's finding: the runner took a cancellation
+// that had closed ticking out for one that had not come).
+BOOST_AUTO_TEST_CASE(a_total_cancellation_accepted_as_the_first_tick_begins_prevents_it,
+                     *boost::unit_test::timeout(60))
+{
+    using clock = sched::test::hook_clock;
+    boost::asio::io_context io;
+    boost::asio::io_context ticks_io;
+    boost::asio::cancellation_signal signal;
+    sched::basic_scheduled_thread_pool<clock> pool(1);
+    sched::basic_scheduler<clock> scheduler(io, pool);
+    std::atomic<int> ticks{0};
+    std::optional<std::size_t> ticks_at_end;
+    std::exception_ptr why;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ++ticks; }),
+        boost::asio::bind_cancellation_slot(signal.slot(),
+                                            [&](std::exception_ptr e, std::size_t n) {
+                                                why = e;
+                                                ticks_at_end = n;
+                                            }));
+    // The tick runs on this thread, which reads the clock as it plans the run.
+    clock::on_next_now([&] { signal.emit(cancellation_type::total); });
+    BOOST_TEST_REQUIRE(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped());
+    BOOST_TEST(ticks.load() == 0);
+    BOOST_TEST(ticks_at_end.value_or(99) == 0u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 

@@ -654,14 +654,14 @@ private:
     }
 
     // Whether a tick may begin: the first one closes total cancellation out, unless a total
-    // cancellation has closed ticking out first.
+    // cancellation has closed ticking out first (it cancels the operation next).
     bool begin_ticking() noexcept
     {
-        first_tick seen = first_tick_.load(std::memory_order_relaxed);
-        if (seen == first_tick::begun)
+        if (first_tick_.load(std::memory_order_relaxed) == first_tick::begun)
             return true;
-        // Only a runner begins ticks, one at a time: `seen` is not_yet, or closed.
-        return first_tick_.compare_exchange_strong(seen, first_tick::begun);
+        // Only a runner begins ticks, one at a time.
+        first_tick expected = first_tick::not_yet;
+        return first_tick_.compare_exchange_strong(expected, first_tick::begun);
     }
 
     // Runner only, once: the outcome is settled (or the node never got queued).
