@@ -128,6 +128,10 @@ struct pool_options
     /// Runs on the scheduling thread for every new task (in the spirit of Java's decorateTask);
     /// the wrapper it returns, if not empty, wraps every run of that task. Use it to carry
     /// context (a trace id, a logging context) from where a task is scheduled to where it runs.
+    /// A scheduler's async_schedule() work and periodic ticks are such tasks (a tick bound to an
+    /// executor runs there inside the wrapper; the hook runs as the operation is initiated, and
+    /// what it throws leaves the initiating function, which starts nothing); its waits, which
+    /// run nothing on the pool, are not.
     std::function<task_wrapper()> decorate_task;
 };
 

@@ -110,7 +110,10 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * and the periodic operations. A handler that would run on the pool itself (bound to its
  * executor) is destroyed unrun once the pool has stopped, as a stopped Asio context does.
  *
- * The pool must outlive the scheduler (operations are started on it). As with Asio's own
+ * The pool must outlive the scheduler (operations are started on it). A deferred operation
+ * (boost::asio::deferred, or any token that launches the initiation later) is started through
+ * the scheduler object it was made from, as Asio's I/O objects do: launch it while that object
+ * exists (cancel_after's token keeps a copy of its scheduler instead). As with Asio's own
  * operations, the context of an executor a handler or a tick is bound to (other than the
  * scheduler's I/O context and the pool) must outlive the operation until its handler has run
  * or been destroyed. Destroying the pool completes its pending operations with the shutdown
@@ -396,8 +399,31 @@ private:
                         Schedule schedule,
                         detail::period_kind kind) const
         {
+            if constexpr (Kind != detail::async_kind::wait)
+            {
+                if (!due.error) // the pool's decorate_task hook wraps accepted work and ticks
+                {
+                    return detail::pool_access::decorate(
+                        *self->pool_, std::forward<W>(work), [&]<class Body>(Body&& body) {
+                            start<std::decay_t<Body>>(std::forward<Handler>(handler),
+                                                      std::forward<Body>(body), due,
+                                                      std::move(schedule), kind);
+                        });
+                }
+            }
+            start<Work>(std::forward<Handler>(handler), std::forward<W>(work), due,
+                        std::move(schedule), kind);
+        }
+
+        template <class Body, class Handler, class W, class Schedule>
+        void start(Handler&& handler,
+                   W&& work,
+                   const checked_due& due,
+                   Schedule schedule,
+                   detail::period_kind kind) const
+        {
             using task =
-                detail::async_task<Clock, Kind, Work, std::decay_t<Handler>, executor_type>;
+                detail::async_task<Clock, Kind, Body, std::decay_t<Handler>, executor_type>;
             typename task::options opts;
             opts.kind = kind;
             opts.leader = self->alarm_;

@@ -192,6 +192,124 @@ BOOST_FIXTURE_TEST_CASE(async_schedule_of_void_work, scheduler_fixture)
     BOOST_TEST((error && !*error));
 }
 
+namespace {
+thread_local std::string trace_id; // a context that lives on the thread that starts operations
+} // namespace
+
+// pool_options.hpp: decorate_task runs "on the scheduling thread for every new task", and its
+// wrapper "wraps every run of that task". async_schedule's work and every tick of a periodic
+// operation (on a worker, or through the executor it is bound to) are such tasks; a wait runs no
+// work, and an operation whose input is rejected schedules nothing.
+BOOST_AUTO_TEST_CASE(the_pools_decorate_task_wraps_the_work_and_ticks_of_operations)
+{
+    using tick = sched::basic_tick<manual_clock>;
+    int decorations = 0; // the hook runs on this thread
+    sched::pool_options options = sched::test::pool_fixture::single_worker();
+    options.decorate_task = [&] {
+        ++decorations;
+        return sched::task_wrapper([id = trace_id](const std::function<void()>& run) {
+            trace_id = id; // the context of the thread that started the operation
+            const std::unique_ptr<std::string, void (*)(std::string*)> restore(
+                &trace_id, [](std::string* id) { id->clear(); }); // if the run throws too
+            run();
+        });
+    };
+    boost::asio::io_context io;
+    boost::asio::io_context ticks_io;
+    manual_pool pool(options);
+    manual_scheduler scheduler(io, pool);
+    const auto strand = boost::asio::make_strand(ticks_io);
+
+    std::optional<std::string> work_saw;
+    trace_id = "work";
+    scheduler.async_schedule(
+        1s, [] { return trace_id; },
+        [&](std::exception_ptr e, std::string id) {
+            BOOST_TEST(!e, "the work failed");
+            work_saw = id;
+        });
+    std::vector<std::string> ticks_saw;
+    std::optional<std::size_t> ticks;
+    trace_id = "tick";
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s,
+        [&](const tick& t) {
+            ticks_saw.push_back(trace_id);
+            if (t.index == 1)
+                throw custom_error(); // ends the operation
+        },
+        [&](std::exception_ptr, std::size_t n) { ticks = n; });
+    std::vector<std::string> bound_saw;
+    std::optional<std::size_t> bound_ticks;
+    trace_id = "bound";
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s,
+        boost::asio::bind_executor(strand,
+                                   [&](const tick& t) {
+                                       BOOST_TEST(strand.running_in_this_thread());
+                                       bound_saw.push_back(trace_id);
+                                       if (t.index == 1)
+                                           throw custom_error();
+                                   }),
+        [&](std::exception_ptr, std::size_t n) { bound_ticks = n; });
+    std::optional<error_code> waited;
+    trace_id = "wait";
+    scheduler.async_wait(1s, [&](error_code ec) { waited = ec; });
+    std::exception_ptr rejected;
+    scheduler.async_schedule(
+        std::chrono::duration<double>(std::nan("")), [] {},
+        [&](std::exception_ptr e) { rejected = e; });
+    trace_id.clear();
+    BOOST_TEST(decorations == 3); // the work and the two periodic operations
+
+    for (int k = 0; k < 2; ++k)
+    {
+        manual_clock::advance(1s);
+        ticks_io.restart();
+        BOOST_TEST_REQUIRE(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u); // a bound tick
+    }
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped()); // every operation has completed
+
+    BOOST_TEST(work_saw.value_or("none") == "work");
+    BOOST_TEST((ticks_saw == std::vector<std::string>{"tick", "tick"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(ticks.value_or(0) == 2u);
+    BOOST_TEST((bound_saw == std::vector<std::string>{"bound", "bound"}),
+               boost::test_tools::per_element());
+    BOOST_TEST(bound_ticks.value_or(0) == 2u);
+    BOOST_TEST((waited && !*waited));
+    BOOST_TEST_REQUIRE(bool(rejected));
+    BOOST_CHECK_THROW(std::rethrow_exception(rejected), std::invalid_argument);
+    BOOST_TEST(decorations == 3);
+    BOOST_TEST(trace_id.empty()); // the bound ticks' wrapper ran on this thread, and restored it
+}
+
+// pool_options.hpp: what decorate_task throws leaves the initiating function, which starts
+// nothing; the handler goes unrun.
+BOOST_AUTO_TEST_CASE(a_throwing_decorate_task_fails_the_initiation_which_starts_nothing)
+{
+    sched::pool_options options = sched::test::pool_fixture::single_worker();
+    options.decorate_task = []() -> sched::task_wrapper {
+        throw custom_error();
+    };
+    boost::asio::io_context io;
+    manual_pool pool(options);
+    manual_scheduler scheduler(io, pool);
+    bool invoked = false;
+    BOOST_CHECK_THROW(scheduler.async_schedule(
+                          1s, [] {}, [&](std::exception_ptr) { invoked = true; }),
+                      custom_error);
+    BOOST_CHECK_THROW(scheduler.async_schedule_at_fixed_rate(
+                          1s, 1s, [] {}, [&](std::exception_ptr, std::size_t) { invoked = true; }),
+                      custom_error);
+    BOOST_TEST(pool.queue().empty());
+    manual_clock::advance(1s);
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST(io.stopped()); // nothing pending: no work counted
+    BOOST_TEST(!invoked);
+}
+
 BOOST_FIXTURE_TEST_CASE(the_works_exception_arrives_unchanged, scheduler_fixture)
 {
     std::exception_ptr error;

@@ -37,6 +37,19 @@
 #include <type_traits>
 #include <utility>
 
+// A tick decorated by the pool's decorate_task hook keeps the executor it is bound to.
+template <class F, class Wrapper, class Executor>
+struct boost::asio::associated_executor<sched::detail::decorated<F, Wrapper>, Executor>
+{
+    using type = boost::asio::associated_executor_t<F, Executor>;
+
+    static type get(const sched::detail::decorated<F, Wrapper>& d,
+                    const Executor& ex = Executor()) noexcept
+    {
+        return boost::asio::get_associated_executor(d.body(), ex);
+    }
+};
+
 namespace sched::detail {
 
 enum class async_kind : std::uint8_t

@@ -6,6 +6,7 @@
 #include <sched/detail/task.hpp>
 
 #include <memory>
+#include <utility>
 
 namespace sched::detail {
 
@@ -17,6 +18,14 @@ struct pool_access
     static owner_registry::number owner_number(basic_scheduled_thread_pool<Clock>& pool) noexcept
     {
         return pool.registration_.number();
+    }
+
+    // Returns make(work), or make(the work decorated) if the pool's decorate_task hook gives a
+    // wrapper (see basic_scheduled_thread_pool::decorate()).
+    template <class Clock, class F, class Make>
+    static decltype(auto) decorate(basic_scheduled_thread_pool<Clock>& pool, F&& work, Make make)
+    {
+        return pool.decorate(std::forward<F>(work), std::move(make));
     }
 
     // Queues a new task holding the runner's reference, which the pool takes over; returns

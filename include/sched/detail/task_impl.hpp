@@ -443,6 +443,9 @@ public:
             return std::move(*outcome);
     }
 
+    // The body, whose associated executor is the decorated task's (see async_task.hpp).
+    const F& body() const noexcept { return body_; }
+
 private:
     static constexpr const char* twice =
         "sched: a task wrapper from decorate_task ran its task twice";
