@@ -414,6 +414,8 @@ private:
             tick = schedule->begin(due, started); // empty: skipped
         if (tick)
         {
+            if (schedule && !n.begin_run())
+                return; // cancelled just now
             try
             {
                 n.run(*tick);
@@ -442,6 +444,8 @@ private:
                 if (ends)
                     return;
             }
+            if (schedule)
+                n.end_run();
         }
         if (!schedule || n.state() != timer_task_state::scheduled)
             return;

@@ -27,6 +27,7 @@
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
+#include "support/hook_clock.hpp"
 #include "support/manual_clock_fixture.hpp"
 #include "support/stderr_capture.hpp"
 #include "support/tick_log.hpp"
@@ -265,6 +266,69 @@ BOOST_AUTO_TEST_CASE(cancel_says_whether_it_prevented_a_run)
     timer.schedule(later.task, 0s);
     BOOST_TEST(later.ran.wait_for_at_least(1));
     BOOST_TEST(log.runs.value() == 1);
+}
+
+namespace {
+
+// A periodic hook_clock task whose first run moves the clock to its second and counts the timer
+// thread's clock reads from then on; at read `cancel_at` (if any) it cancels the task, from that
+// read. Returns the read count as the second run began (0 if it did not) and what the cancel()
+// returned.
+struct cancel_at_a_read
+{
+    using clock = sched::test::hook_clock;
+
+    int reads = 0;
+    int reads_at_second_run = 0;
+    std::optional<bool> cancelled;
+    counter runs;
+
+    explicit cancel_at_a_read(int cancel_at)
+    {
+        sched::basic_timer_task<clock> task([&] {
+            if (runs.value() == 0)
+            {
+                count_reads(task, cancel_at);
+                manual_clock::advance(1s + 1ns); // the next run is overdue as this one ends
+            }
+            else
+                reads_at_second_run = reads;
+            runs.increment();
+        });
+        sched::basic_timer<clock> timer;
+        timer.schedule_at_fixed_rate(task, 0s, 1s);
+        BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+        // Due after the task's next run (1 ns later): it runs once that has run or been dropped.
+        sched::basic_timer_task<clock> sentinel([&] { runs.increment(); });
+        timer.schedule(sentinel, 0s);
+        BOOST_TEST_REQUIRE(runs.wait_for_at_least(cancel_at > 0 ? 2 : 3));
+    }
+
+    void count_reads(sched::basic_timer_task<clock>& task, int cancel_at)
+    {
+        clock::on_next_now([this, &task, cancel_at] {
+            if (++reads == cancel_at)
+                cancelled = task.cancel();
+            if (reads < 100)
+                count_reads(task, cancel_at);
+        });
+    }
+};
+
+} // namespace
+
+// timer_task.hpp: a cancelled task "will not run again". A periodic run that the timer's thread
+// is starting as cancel() is called (past its check of the task's state, in the clock read right
+// before the run) does not begin once cancel() has returned true. Before, it ran (a review's
+// finding; Java's Timer has the same gap).
+BOOST_AUTO_TEST_CASE(no_periodic_run_begins_after_cancel_returned_true,
+                     *boost::unit_test::timeout(60))
+{
+    const cancel_at_a_read calibration(0); // which read comes right before the second run
+    BOOST_TEST_REQUIRE(calibration.reads_at_second_run > 0);
+    const cancel_at_a_read run(calibration.reads_at_second_run);
+    BOOST_TEST(run.cancelled.value_or(false)); // it prevented the runs to come
+    BOOST_TEST(run.reads_at_second_run == 0);  // and the one being started
 }
 
 BOOST_AUTO_TEST_CASE(a_task_is_scheduled_once)

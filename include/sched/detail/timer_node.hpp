@@ -30,16 +30,19 @@ public:
     timer_node& operator=(const timer_node&) = delete;
     virtual ~timer_node() = default;
 
-    timer_task_state state() const noexcept { return state_.load(std::memory_order_acquire); }
+    timer_task_state state() const noexcept
+    {
+        const stage s = state_.load(std::memory_order_acquire);
+        return s == stage::running ? timer_task_state::scheduled : static_cast<timer_task_state>(s);
+    }
 
     bool cancel() noexcept
     {
-        timer_task_state s = state_.load(std::memory_order_acquire);
-        while (s != timer_task_state::cancelled &&
-               !state_.compare_exchange_weak(s, timer_task_state::cancelled,
-                                             std::memory_order_acq_rel))
+        stage s = state_.load(std::memory_order_acquire);
+        while (s != stage::cancelled &&
+               !state_.compare_exchange_weak(s, stage::cancelled, std::memory_order_acq_rel))
         {}
-        return s == timer_task_state::scheduled;
+        return s == stage::scheduled || s == stage::running;
     }
 
     time_point scheduled_execution_time() const noexcept
@@ -51,9 +54,7 @@ public:
     // scheduled; false if it was not virgin.
     bool begin_schedule(std::optional<periodic_schedule<Clock>>& schedule) noexcept
     {
-        timer_task_state expected = timer_task_state::virgin;
-        if (!state_.compare_exchange_strong(expected, timer_task_state::scheduled,
-                                            std::memory_order_acq_rel))
+        if (!change(stage::virgin, stage::scheduled))
             return false;
         schedule_ = std::move(schedule);
         return true;
@@ -64,22 +65,28 @@ public:
     void abandon_schedule() noexcept
     {
         schedule_.reset(); // first: once virgin, another timer may schedule the task
-        timer_task_state expected = timer_task_state::scheduled;
-        (void)state_.compare_exchange_strong(expected, timer_task_state::virgin,
-                                             std::memory_order_acq_rel);
+        (void)change(stage::scheduled, stage::virgin);
     }
 
     // The timer's thread, for a one-shot task about to run: scheduled → executed; false if it
     // was cancelled first.
-    bool begin_last_run() noexcept
-    {
-        timer_task_state expected = timer_task_state::scheduled;
-        return state_.compare_exchange_strong(expected, timer_task_state::executed,
-                                              std::memory_order_acq_rel);
-    }
+    bool begin_last_run() noexcept { return change(stage::scheduled, stage::executed); }
 
-    // The timer's thread, for a periodic task that threw: it ends, unless cancelled meanwhile.
-    void end_by_failure() noexcept { (void)begin_last_run(); }
+    // The timer's thread, for a periodic task about to run: false if it was cancelled first. A
+    // cancel() from then on lets this run finish and prevents the next (no run begins after a
+    // cancel() that returned true).
+    bool begin_run() noexcept { return change(stage::scheduled, stage::running); }
+
+    // The timer's thread, after a periodic task's run that did not end it.
+    void end_run() noexcept { (void)change(stage::running, stage::scheduled); }
+
+    // The timer's thread, for a periodic task that ends (it threw, or its next run cannot be
+    // queued): it has executed, unless cancelled meanwhile.
+    void end_by_failure() noexcept
+    {
+        if (!change(stage::running, stage::executed))
+            (void)change(stage::scheduled, stage::executed);
+    }
 
     // The timer's thread: runs the body once, for the run that `tick` describes.
     void run(const tick_type& tick)
@@ -97,9 +104,24 @@ public:
     timer_node* next_taken = nullptr;
 
 private:
+    // timer_task_state, and a periodic task's run under way (which state() reads as scheduled).
+    enum class stage
+    {
+        virgin = static_cast<int>(timer_task_state::virgin),
+        scheduled = static_cast<int>(timer_task_state::scheduled),
+        executed = static_cast<int>(timer_task_state::executed),
+        cancelled = static_cast<int>(timer_task_state::cancelled),
+        running,
+    };
+
+    bool change(stage from, stage to) noexcept
+    {
+        return state_.compare_exchange_strong(from, to, std::memory_order_acq_rel);
+    }
+
     virtual void invoke(const tick_type& tick) = 0;
 
-    std::atomic<timer_task_state> state_{timer_task_state::virgin};
+    std::atomic<stage> state_{stage::virgin};
     std::atomic<typename duration::rep> last_due_{time_point::min().time_since_epoch().count()};
     std::optional<periodic_schedule<Clock>> schedule_; // set before it is queued
 };
