@@ -40,7 +40,9 @@ namespace sched {
  * destructor, or its cancellation slot: any type), or sched::error::shutdown if the pool's
  * shutdown ended it: shutdown_now(), the pool's destruction, or a shutdown() whose policy drops
  * delayed tasks (by default, shutdown() keeps the wait, which still fires at its expiry, and
- * moves as before). A second async_wait() while one is armed completes with `already_started`
+ * moves as before; except a wait whose expiry is "never", the default, which a shut-down pool
+ * would hold for ever: it ends, as the pool's tasks due never do). A second async_wait() while
+ * one is armed completes with `already_started`
  * and leaves the armed one alone.
  *
  * The wait's memory comes from the recycler, whatever the handler's associated allocator

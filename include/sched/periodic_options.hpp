@@ -108,7 +108,8 @@ private:
 
 /// A random offset for each run of a periodic task, uniform in [-spread, +spread] around its
 /// point on the grid, so that many tasks with one period (heartbeats of 10,000 connections) do
-/// not run in lock-step. The grid itself does not move: a fixed rate keeps its average rate.
+/// not run in lock-step. The grid itself does not move, so a fixed rate keeps its average rate
+/// (unless missed_tick_policy::delay() moves the grid after a late run, jitter included).
 class jitter
 {
 public:

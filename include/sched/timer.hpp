@@ -197,7 +197,8 @@ public:
         schedule_at_fixed_rate(task, first_due(delay), period, options);
     }
 
-    /// As above, first at @p first: if that has passed, the runs missed since happen at once.
+    /// As above, first at @p first: if that has passed, the runs missed since happen at once (as
+    /// the missed-tick policy says: by default all of them, so not from a time long past).
     template <class Rep, class Period>
     void schedule_at_fixed_rate(const task_type& task,
                                 time_point first,
