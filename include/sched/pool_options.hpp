@@ -11,8 +11,9 @@ namespace sched {
 
 /// What a pool does with a task scheduled after shutdown (Java's RejectedExecutionHandler).
 /**
- * Whatever the policy, the caller learns the task's fate: an exception, a completed future, or a
- * future that reports cancellation.
+ * Whatever the policy, a caller that gets a future learns the task's fate: an exception, a
+ * completed future, or a future that reports cancellation (execute(), which returns none, drops
+ * a discarded task silently).
  */
 enum class rejection_policy
 {
@@ -88,7 +89,8 @@ struct pool_options
 
     /// Whether queued one-shot tasks still run after shutdown() (Java's default: true). False
     /// drops every one that has not begun, due or not, execute()'s too: one a worker took just
-    /// before the shutdown is cancelled instead of run, as in Java.
+    /// before the shutdown is cancelled instead of run, as in Java 8 (from Java 9, one already
+    /// due still runs).
     bool execute_existing_delayed_tasks_after_shutdown = true;
 
     /// Whether a cancelled task leaves the queue at once (true) or when it would have been due

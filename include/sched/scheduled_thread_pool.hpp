@@ -116,8 +116,9 @@ public:
     explicit basic_scheduled_thread_pool(pool_options options);
 
     /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
-    /// workers. Not from one of the pool's own tasks (a worker cannot join itself: the process
-    /// terminates).
+    /// workers. Not on one of the pool's workers: not from its tasks, its hooks that run there
+    /// (before_execute, after_execute, on_thread_stop...) or the destructors of its tasks'
+    /// callables (a worker cannot join itself: the process terminates).
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;
@@ -227,15 +228,17 @@ public:
     /// Accepts no new tasks, takes every queued task out, and stops the workers after their
     /// current runs; running tasks that take a std::stop_token see stop requested.
     /**
-     * The executor accepts no functions any more either: it destroys them without running them,
-     * and the functions still queued are destroyed unrun before this returns, as an Asio
+     * The executor accepts no functions any more either: it destroys them without running them
+     * (except those a worker still finishing its run executes inline: see pool_executor), and
+     * the functions still queued are destroyed unrun before this returns, as an Asio
      * execution context destroys its pending handlers (one may hold the pool's own executor: a
      * strand's next turn, a coroutine's next step).
      *
-     * @returns The queued tasks, in due order, as Java's shutdownNow() gives them (a periodic
-     * task's too, though it may have run before), but not the executor's functions, nor the
-     * scheduler's operations (their handlers learn of the shutdown). Each handle runs or cancels
-     * its task; dropping it cancels the task, so its future learns it did not run.
+     * @returns The queued tasks that had not ended, in due order (Java's shutdownNow() gives
+     * them in no set order, with the cancelled ones still queued), a periodic task's too, though
+     * it may have run before; but not the executor's functions, nor the scheduler's operations
+     * (their handlers learn of the shutdown). Each handle runs or cancels its task; dropping it
+     * cancels the task, so its future learns it did not run.
      * @throws std::bad_alloc if there is no memory for the list; the workers stop all the same,
      * and the tasks stay queued for the next call (the destructor's, at the latest).
      */
