@@ -253,7 +253,8 @@ public:
 
     /// Runs @p f, a function called as `f()`, as the `blocking` property says.
     /**
-     * @throws What allocating the function's node throws; never what @p f throws.
+     * @throws What allocating the function's node, moving or copying @p f, or the pool's
+     * decorate_task hook throws (nothing is queued then); never what @p f throws.
      */
     template <class Function>
     void execute(Function&& f) const;

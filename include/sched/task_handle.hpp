@@ -69,9 +69,9 @@ public:
      * error_sink are not called: the task has left its pool.
      *
      * @returns What the run threw, or null. For a task that no future carries (one of execute(),
-     *          an executor function, a task whose futures are gone) and for the run of a
-     *          periodic task whose failure_policy survives it (its future then reports
-     *          cancellation), this is the only report of it.
+     *          a task whose futures are gone) and for the run of a periodic task whose
+     *          failure_policy survives it (its future then reports cancellation), this is the
+     *          only report of it.
      * @throws std::future_error (no_state) if the handle is empty.
      */
     std::exception_ptr run()
