@@ -21,7 +21,9 @@ enum class rejection_policy
     abort,
     /// Run the task on the calling thread before the scheduling call returns, ignoring its delay;
     /// a periodic task runs once and then ends cancelled. (Java's CallerRunsPolicy discards a
-    /// task once the pool is shut down; this one runs it.)
+    /// task once the pool is shut down; this one runs it.) A task refused while the calling
+    /// thread runs one so (a task that schedules itself again) is discarded, as with `discard`:
+    /// run inside that run, it would recurse without end.
     caller_runs,
     /// Do not run the task; the returned future reports it cancelled.
     discard,

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -371,6 +372,28 @@ BOOST_AUTO_TEST_CASE(the_caller_runs_policy_runs_the_task_on_the_calling_thread)
     auto periodic = pool.schedule_at_fixed_rate(1s, 1s, [&] { periodic_runs.increment(); });
     BOOST_TEST(periodic_runs.value() == 1); // once, then it cannot run again
     BOOST_CHECK_THROW(periodic.get(), sched::cancelled_error);
+}
+
+// A task that schedules itself again, run by the caller_runs policy, ends: the task it schedules
+// from that run is discarded, not run inside it (which would recurse until the stack ran out, a
+// review's finding; this one stops at three).
+BOOST_AUTO_TEST_CASE(a_task_that_schedules_itself_from_a_caller_run_is_discarded)
+{
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    manual_pool pool(options);
+    pool.shutdown();
+    int runs = 0;
+    std::vector<sched::basic_scheduled_future<void, manual_clock>> from_runs;
+    std::function<void()> again = [&] {
+        if (++runs < 3)
+            from_runs.push_back(pool.schedule(1s, again));
+    };
+    auto first = pool.schedule(1s, again);
+    BOOST_TEST(runs == 1);
+    BOOST_TEST((first.state() == sched::future_state::normal));
+    BOOST_TEST_REQUIRE(from_runs.size() == 1u);
+    BOOST_CHECK_THROW(from_runs[0].get(), sched::cancelled_error);
 }
 
 BOOST_AUTO_TEST_CASE(what_a_caller_run_task_throws_reaches_the_error_sink)

@@ -413,7 +413,17 @@ void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
 {
+    // A task refused while this thread runs one so (a task that schedules itself again) would
+    // run inside that run, and so on without end: it is discarded instead.
+    static thread_local bool running_one = false;
+    if (running_one)
+    {
+        retire_cancelled(std::move(t));
+        return;
+    }
+    running_one = true;
     const detail::run_outcome outcome = t->run(std::stop_token());
+    running_one = false;
     if (outcome.error)
         report_failure(outcome.error, carries_failure(*t));
     retire_cancelled(std::move(t)); // ends a periodic task: nothing will run it again
