@@ -259,7 +259,8 @@ public:
 
     /// Blocks until the pool has terminated or @p timeout of real time passes (never, within
     /// the pool: see above).
-    /** @returns whether the pool has terminated. */
+    /** @returns whether the pool has terminated.
+     *  @throws std::invalid_argument if @p timeout is NaN. */
     template <class Rep, class Period>
     bool await_termination(std::chrono::duration<Rep, Period> timeout)
     {
