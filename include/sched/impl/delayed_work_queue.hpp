@@ -552,9 +552,12 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
             poll->polling = was_polling;
         // The next head is another's: its leader leads from now, not once this one is done
         // with what it took (its handlers may take long).
-        const entry* const next = heap_.empty() ? nullptr : led_head();
-        if (!heap_.empty() && (!next || leader_of(*next) != &leader))
-            elect(true);
+        if (!heap_.empty())
+        {
+            const entry* const next = led_head();
+            if (!next || leader_of(*next) != &leader)
+                elect(true);
+        }
         return taken;
     }
     if (poll && leads_head && external_ == &leader && polls(*head, now))
