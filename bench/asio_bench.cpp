@@ -116,6 +116,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -638,16 +640,53 @@ void w1_arm_cancel(benchmark::State& state)
 
 // ----- W5: idle-deadline resets ---------------------------------------------------------------
 
+// The idle deadlines of W5's connections: connection i of n first expires `first` plus its share
+// of `spread` from when it is armed (spread evenly, as a server's connections are), and a reset
+// pushes one to `reset_to` from now. The resets pick connections at random, or `in_turn` (each
+// connection once every n resets). A connection that no reset picks before its first expiry
+// times out if `may_fire`; otherwise none may.
+struct w5_idle
+{
+    clock_type::duration first = 30s;
+    clock_type::duration spread = 0s;
+    clock_type::duration reset_to = 30s;
+    bool in_turn = false;
+    bool may_fire = false;
+
+    clock_type::duration first_expiry(std::size_t i, std::size_t n) const
+    {
+        return first +
+               spread * static_cast<clock_type::rep>(i + 1) / static_cast<clock_type::rep>(n);
+    }
+};
+
+// The connections a run of W5 resets, in order.
+class w5_picks
+{
+public:
+    w5_picks(std::size_t n, bool in_turn) : n_(n), in_turn_(in_turn) {}
+
+    std::size_t next() { return in_turn_ ? turn_++ % n_ : rng_.next() % n_; }
+
+private:
+    std::size_t n_;
+    bool in_turn_;
+    bench::rng rng_{5};
+    std::size_t turn_ = 0;
+};
+
 class w5_sched final : public contestant
 {
 public:
-    explicit w5_sched(std::size_t n) : contestant("sched", n), rng_(5)
+    explicit w5_sched(std::size_t n, w5_idle idle = {})
+        : contestant("sched", n), picks_(n, idle.in_turn), reset_to_(idle.reset_to),
+          may_fire_(idle.may_fire)
     {
         connections_.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
         {
             sched::deadline& d = connections_.emplace_back(scheduler_);
-            d.expires_after(30s); // not armed yet: sets the expiry for the wait
+            d.expires_after(idle.first_expiry(i, n)); // not armed yet: sets the wait's expiry
             d.async_wait(next_handler());
         }
     }
@@ -661,8 +700,7 @@ public:
     void block(std::int64_t ops) override
     {
         auto op = [this] {
-            const std::size_t i = rng_.next() % connections_.size();
-            resets_ += connections_[i].expires_after(30s) ? 1 : 0;
+            resets_ += connections_[picks_.next()].expires_after(reset_to_) ? 1 : 0;
         };
         run_chunks(io_, ops, op);
     }
@@ -677,7 +715,8 @@ public:
             return "sched: expires_after returned true " + std::to_string(resets_) + " times of " +
                    std::to_string(done);
         }
-        return check_aborted(name(), log_, connections_.size());
+        return may_fire_ ? check_ran_once(name(), log_, connections_.size())
+                         : check_aborted(name(), log_, connections_.size());
     }
 
     std::uint64_t resets() const { return resets_; }
@@ -686,7 +725,9 @@ private:
     asio::io_context io_{1};
     sched::scheduled_thread_pool pool_{1};
     sched::scheduler scheduler_{io_, pool_};
-    bench::rng rng_;
+    w5_picks picks_;
+    clock_type::duration reset_to_;
+    bool may_fire_;
     std::uint64_t resets_ = 0;
     std::vector<sched::deadline> connections_;
 };
@@ -694,13 +735,14 @@ private:
 class w5_asio final : public contestant
 {
 public:
-    w5_asio(std::size_t n, std::int64_t m)
-        : contestant("asio", n + static_cast<std::size_t>(m)), rng_(5)
+    w5_asio(std::size_t n, std::int64_t m, w5_idle idle = {})
+        : contestant("asio", n + static_cast<std::size_t>(m)), picks_(n, idle.in_turn),
+          reset_to_(idle.reset_to), may_fire_(idle.may_fire)
     {
         connections_.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
         {
-            asio::steady_timer& t = connections_.emplace_back(io_, 30s);
+            asio::steady_timer& t = connections_.emplace_back(io_, idle.first_expiry(i, n));
             t.async_wait(next_handler());
         }
     }
@@ -708,8 +750,8 @@ public:
     void block(std::int64_t ops) override
     {
         auto op = [this] {
-            asio::steady_timer& t = connections_[rng_.next() % connections_.size()];
-            resets_ += t.expires_after(30s); // cancels the pending wait: 1
+            asio::steady_timer& t = connections_[picks_.next()];
+            resets_ += t.expires_after(reset_to_); // cancels the pending wait: 1
             t.async_wait(next_handler());
         };
         run_chunks(io_, ops, op);
@@ -725,14 +767,17 @@ public:
             return "asio: expires_after cancelled " + std::to_string(resets_) + " waits in " +
                    std::to_string(done) + " resets";
         }
-        return check_aborted(name(), log_, next_id_);
+        return may_fire_ ? check_ran_once(name(), log_, next_id_)
+                         : check_aborted(name(), log_, next_id_);
     }
 
     std::uint64_t resets() const { return resets_; }
 
 private:
     asio::io_context io_{1};
-    bench::rng rng_;
+    w5_picks picks_;
+    clock_type::duration reset_to_;
+    bool may_fire_;
     std::uint64_t resets_ = 0;
     std::vector<asio::steady_timer> connections_;
 };
@@ -752,6 +797,140 @@ void w5_resets(benchmark::State& state)
         all.push_back(std::move(asio_side));
         run_interleaved(state, all, m, state.range(2));
         state.counters["resets_true"] = static_cast<double>(s->resets());
+    }
+}
+
+// A contestant that resets nothing: its block() posts and polls as the others' do, so that a
+// paced run of it costs what the pacing alone costs.
+class w5_pacing final : public contestant
+{
+public:
+    w5_pacing() : contestant("pacing", 0) {}
+
+    void block(std::int64_t ops) override
+    {
+        auto op = [] {
+        };
+        run_chunks(io_, ops, op);
+    }
+
+    std::string finish() override { return {}; }
+
+private:
+    asio::io_context io_{1};
+};
+
+// One contestant's whole run: `m` resets, as fast as it can (`interval` zero) or reset k at
+// `interval` × k from the start, the thread waking every `tick` to make the resets whose time has
+// come (as a server's thread makes those of the packets that came since it last woke); then it
+// idles until `idle_until` from the start, if the resets ended sooner, and then for `tail`.
+// Returns the CPU time of the resets (this thread's, in its blocks) and of every other thread
+// (the pool's worker, re-queueing what the resets put off) from the first reset to the end: not
+// this thread's sleeping and waking, which a server's thread would do for its packets anyway.
+std::chrono::nanoseconds whole_run(contestant& c,
+                                   std::int64_t m,
+                                   clock_type::duration interval,
+                                   clock_type::duration tick,
+                                   clock_type::duration idle_until,
+                                   clock_type::duration tail)
+{
+    std::chrono::nanoseconds in_blocks{};
+    const auto block = [&](std::int64_t n) {
+        const std::chrono::nanoseconds before = bench::cpu_time(CLOCK_THREAD_CPUTIME_ID);
+        c.block(n);
+        in_blocks += bench::cpu_time(CLOCK_THREAD_CPUTIME_ID) - before;
+    };
+    const std::chrono::nanoseconds process_start = bench::cpu_time(CLOCK_PROCESS_CPUTIME_ID);
+    const std::chrono::nanoseconds thread_start = bench::cpu_time(CLOCK_THREAD_CPUTIME_ID);
+    const clock_type::time_point start = clock_type::now();
+    if (interval == clock_type::duration::zero())
+        block(m);
+    clock_type::time_point wake = start;
+    for (std::int64_t done = 0; interval != clock_type::duration::zero() && done < m;)
+    {
+        const std::int64_t due =
+            std::min<std::int64_t>(m, (clock_type::now() - start) / interval + 1);
+        if (due > done)
+        {
+            block(due - done);
+            done = due;
+        }
+        wake += tick;
+        std::this_thread::sleep_until(wake);
+    }
+    c.done = m;
+    std::this_thread::sleep_until(std::max(start + idle_until, clock_type::now()) + tail);
+    const std::chrono::nanoseconds others =
+        (bench::cpu_time(CLOCK_PROCESS_CPUTIME_ID) - process_start) -
+        (bench::cpu_time(CLOCK_THREAD_CPUTIME_ID) - thread_start);
+    return others + in_blocks;
+}
+
+// W5 counted whole: range(0) = N, range(1) = M (resets), range(2) = resets per second (0: as
+// fast as it can), range(3) = the idle deadline in ms, range(4) = how often the resetting
+// thread wakes, in µs. The contestants run one after the other
+// (the process's CPU is theirs alone meanwhile), each made just before its run, in an order
+// that alternates from one repetition to the next.
+void w5_whole_run(benchmark::State& state)
+{
+    const auto n = static_cast<std::size_t>(state.range(0));
+    const std::int64_t m = state.range(1);
+    const std::int64_t rate = state.range(2);
+    const clock_type::duration idle = std::chrono::milliseconds(state.range(3));
+    const clock_type::duration tick = std::chrono::microseconds(state.range(4));
+    static int repetition = 0;
+    for (auto _ : state)
+    {
+        w5_idle deadlines;
+        clock_type::duration interval{};
+        clock_type::duration idle_until{};
+        clock_type::duration tail{};
+        std::vector<std::function<std::unique_ptr<contestant>()>> make;
+        if (rate == 0)
+        {
+            // As W5: every deadline first expires `idle` after it is armed, just before the
+            // resets begin (which end sooner); a reset pushes it 3 × `idle` ahead. The run lasts
+            // until the first expiries have come due and some time after (when the worker
+            // re-queues every deadline that a reset pushed back), and ends before the pushed
+            // expiries. The few connections that no reset picked time out (counter fired).
+            deadlines = {idle, 0s, 3 * idle, false, true};
+            idle_until = idle;
+            tail = idle * 3 / 10;
+        }
+        else
+        {
+            // A server's steady state: the first expiries spread over the second half of
+            // `idle`, and a reset pushes a deadline `idle` ahead; the resets come at `rate` a
+            // second, each connection in its turn (every N / rate, which must be shorter than
+            // half of `idle`: no deadline fires).
+            deadlines = {idle / 2, idle / 2, idle, true};
+            interval = std::chrono::nanoseconds(1s) / rate;
+            make.emplace_back([] { return std::make_unique<w5_pacing>(); });
+        }
+        make.emplace_back([&] { return std::make_unique<w5_sched>(n, deadlines); });
+        make.emplace_back([&] { return std::make_unique<w5_asio>(n, m, deadlines); });
+        if (repetition++ % 2 != 0)
+            std::reverse(make.begin(), make.end());
+        std::map<std::string, double> cpu_ns;
+        std::uint64_t fired = 0;
+        std::string error;
+        for (const auto& f : make)
+        {
+            const std::unique_ptr<contestant> c = f();
+            const std::chrono::nanoseconds cpu = whole_run(*c, m, interval, tick, idle_until, tail);
+            cpu_ns[c->name()] = static_cast<double>(cpu.count()) / static_cast<double>(m);
+            if (std::string e = c->finish(); error.empty())
+                error = std::move(e);
+            fired += c->fired();
+        }
+        const double pacing = cpu_ns.count("pacing") != 0 ? cpu_ns["pacing"] : 0.0;
+        for (const auto& [name, ns] : cpu_ns)
+            state.counters[name + "_cpu_ns"] = ns;
+        state.counters["ratio_asio"] = (cpu_ns["asio"] - pacing) / (cpu_ns["sched"] - pacing);
+        state.counters["fired"] = static_cast<double>(fired);
+        state.SetIterationTime(1); // the row reports its counters only
+        if (!error.empty())
+            state.SkipWithError(error.c_str());
     }
 }
 
@@ -925,6 +1104,11 @@ int main(int argc, char** argv)
         {"rounds", "10", "W1 and W5: the operations are split into this many interleaved rounds"},
         {"chunk", "256",
          "W1 and W5: operations per handler, each followed by a poll() draining them"},
+        {"steady_n", "10k", "W5_whole_run's steady state: connections"},
+        {"steady_rate", "100k", "W5_whole_run's steady state: resets per second"},
+        {"steady_s", "3", "W5_whole_run's steady state: seconds of resets"},
+        {"steady_tick_us", "200",
+         "W5_whole_run's steady state: the resetting thread wakes this often, in µs"},
         {"timers", "200k", "W3 timers"},
         {"window_ms", "2000", "W3 window over which the timers fall due, in ms"},
         {"threads", "2", "W3 threads running the io_context (and the pool's workers)"},
@@ -937,6 +1121,10 @@ int main(int argc, char** argv)
     const std::int64_t n = flags.size("n");
     const std::int64_t resets = flags.size("resets");
     const std::int64_t rounds = flags.size("rounds");
+    const std::int64_t steady_n = flags.size("steady_n");
+    const std::int64_t steady_rate = flags.size("steady_rate");
+    const std::int64_t steady_s = flags.size("steady_s");
+    const std::int64_t steady_tick_us = flags.size("steady_tick_us");
     const std::int64_t timers = flags.size("timers");
     const std::int64_t window_ms = flags.size("window_ms");
     const std::int64_t threads = flags.size("threads");
@@ -961,6 +1149,13 @@ int main(int argc, char** argv)
     benchmark::RegisterBenchmark("W5_resets_asio_front", w5_resets)
         ->Args({n, resets, rounds})
         ->ArgNames({"N", "M", "rounds"})
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("W5_whole_run_asio_front", w5_whole_run)
+        ->Args({n, resets, 0, 2000, 0})
+        ->Args({steady_n, steady_rate * steady_s, steady_rate, 1000, steady_tick_us})
+        ->ArgNames({"N", "M", "rate", "idle_ms", "tick_us"})
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);

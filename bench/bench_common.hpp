@@ -25,6 +25,7 @@
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 #include <sys/resource.h>
+#include <time.h>
 
 namespace bench {
 
@@ -119,6 +120,15 @@ inline std::chrono::nanoseconds process_cpu_time()
         return std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
     };
     return tv(usage.ru_utime) + tv(usage.ru_stime);
+}
+
+/// CPU time of `clock` (CLOCK_PROCESS_CPUTIME_ID: every thread; CLOCK_THREAD_CPUTIME_ID: the
+/// calling thread), to the nanosecond.
+inline std::chrono::nanoseconds cpu_time(clockid_t clock)
+{
+    timespec t{};
+    ::clock_gettime(clock, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
 }
 
 /// The q-quantile (0 <= q <= 1) of sorted nanosecond samples, in microseconds.

@@ -33,7 +33,9 @@ namespace sched {
  * a word inside the deadline object, which touches no other memory: the queue entry stays put,
  * and when the old expiry comes, whoever waits for it (a worker, or the io_context's timer: see
  * basic_scheduler) finds the new one and puts the entry back at it, once, however many times it
- * was pushed. Pulling it earlier moves the entry in place, in O(log n).
+ * was pushed; with it, the entries right behind it (due within 10 ms) of deadlines pushed back
+ * too, so that they do not each wake a thread. Pulling it earlier moves the entry in place, in
+ * O(log n).
  *
  * The wait's handler completes through its associated executor (the deadline's executor by
  * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the

@@ -283,6 +283,16 @@ public:
      */
     bool reschedule(node& task, time_point due) noexcept;
 
+    /// For tasks whose due time moves later without the queue being told (a deadline pushed back
+    /// lazily): while the head is due by @p before and `later_due(node&)` gives a later due time
+    /// for it (a `std::optional<time_point>`; nullopt, or a time not later, stops), moves it
+    /// there, as reschedule() does; at most @p max tasks, in one lock hold. Moving them early,
+    /// together, saves a wake-up at each due time they no longer have. @p later_due is called
+    /// under the queue's lock and must not throw.
+    /** @returns how many it moved. */
+    template <class LaterDue>
+    std::size_t defer_heads(time_point before, std::size_t max, LaterDue later_due) noexcept;
+
     /// Moves every due task, at most @p max_tasks, to @p out in due order, in one lock hold
     /// (Java's drainTo).
     /**

@@ -347,6 +347,11 @@ private:
     // the task, and someone can see the outcome.
     static bool carries_failure(const task_type& t) noexcept;
     void requeue(task_ptr t, time_point due) noexcept;
+    // After a task that was not due after all went back (a deadline pushed back): moves the
+    // tasks at the head that have moved later too, due by lazy_requeue_horizon after `now`, to
+    // their due times, so that they do not each wake a thread.
+    void defer_lazy_heads(time_point now) noexcept;
+    static constexpr std::chrono::milliseconds lazy_requeue_horizon{10};
     // The runner is done with the task: frees its body and drops the reference. Touches
     // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
     static void retire(task_ptr t) noexcept;

@@ -126,6 +126,46 @@ BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last
     BOOST_TEST((result && !*result)); // at 7 s, not before (checked above)
 }
 
+// When a worker finds a deadline pushed back, it also puts back the waits queued right behind it
+// (due within 10 ms) that were pushed back too, rather than wake for each; it stops at a wait
+// that is really due, and leaves those due later to their time.
+BOOST_FIXTURE_TEST_CASE(the_waits_pushed_back_right_behind_one_go_back_with_it, deadline_fixture)
+{
+    std::vector<manual_deadline> waits;
+    waits.reserve(4);
+    std::vector<std::optional<error_code>> results(4);
+    for (const auto expiry : {1000ms, 1005ms, 1008ms, 1020ms})
+    {
+        manual_deadline& d = waits.emplace_back(io, pool);
+        d.expires_after(expiry);
+        d.async_wait([&results, i = waits.size() - 1](error_code ec) { results[i] = ec; });
+    }
+    for (const std::size_t i : {0u, 1u, 3u})
+        BOOST_TEST(waits[i].expires_after(10s)); // lazily
+    const auto head_due = [&] {
+        return pool.queue().due_time(*pool.queue().peek());
+    };
+
+    // The first goes back, and the second with it; the third is due at its time. (Not waited
+    // for with settle(): its task, due now, would stand at the head in the way.)
+    manual_clock::advance(1s);
+    BOOST_TEST(sched::test::within(10s, [&] { return head_due() == at(1008ms); }));
+    BOOST_TEST(pool.queue().size() == 4u);
+    manual_clock::advance(8ms);
+    complete_one();
+    BOOST_TEST((results[2] && !*results[2]));
+    BOOST_TEST((head_due() == at(1020ms))); // more than 10 ms after the first: left to its time
+    manual_clock::advance(12ms);
+    settle(pool);
+    BOOST_TEST((head_due() == at(10s)));
+    BOOST_TEST(run_ready() == 0u);
+    manual_clock::advance(10s);
+    for (int i = 0; i < 3; ++i)
+        complete_one();
+    for (const std::size_t i : {0u, 1u, 3u})
+        BOOST_TEST((results[i] && !*results[i]));
+}
+
 BOOST_FIXTURE_TEST_CASE(a_deadline_pushed_back_then_pulled_in_fires_at_the_pulled_in_time,
                         deadline_fixture)
 {

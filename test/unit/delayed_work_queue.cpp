@@ -429,6 +429,64 @@ BOOST_AUTO_TEST_CASE(due_time_asks_the_queue_and_last_due_time_the_task_that_lef
     BOOST_TEST((a.last_due_time() == at(6s)));
 }
 
+BOOST_AUTO_TEST_CASE(defer_heads_moves_heads_due_by_then_whose_due_time_moved_later)
+{
+    // Tasks 1..5 due at 1..5 s; the due times that have moved without the queue being told.
+    std::vector<std::optional<manual_clock::time_point>> moved{std::nullopt, at(20s), at(30s),
+                                                               std::nullopt, at(40s), at(50s)};
+    for (int id = 1; id <= 5; ++id)
+        queue.push(make(id), at(std::chrono::seconds(id)));
+    std::vector<int> asked;
+    const auto later_due = [&](node& n) noexcept {
+        asked.push_back(id_of(&n));
+        return moved[static_cast<std::size_t>(id_of(&n))];
+    };
+
+    // At most `max`.
+    BOOST_TEST(queue.defer_heads(at(10s), 1, later_due) == 1u);
+    BOOST_TEST((queue.due_time(storage[0]) == at(20s)));
+    BOOST_TEST(id_of(queue.peek()) == 2);
+    // Stops at a head whose due time has not moved (3 comes after 2 and is not moved).
+    BOOST_TEST(queue.defer_heads(at(10s), 5, later_due) == 1u);
+    BOOST_TEST((queue.due_time(storage[1]) == at(30s)));
+    BOOST_TEST(id_of(queue.peek()) == 3);
+    BOOST_TEST((asked == std::vector<int>{1, 2, 3}));
+    BOOST_TEST((queue.due_time(storage[2]) == at(3s)));
+    // A head due after `before` is not asked about.
+    manual_clock::advance(3s);
+    BOOST_TEST(id_of(queue.poll()) == 3);
+    asked.clear();
+    BOOST_TEST(queue.defer_heads(at(4s) - 1ns, 5, later_due) == 0u);
+    BOOST_TEST(asked.empty());
+    // Nor is one moved to a time not later than it is due.
+    moved[4] = at(4s);
+    BOOST_TEST(queue.defer_heads(at(10s), 5, later_due) == 0u);
+    BOOST_TEST((queue.due_time(storage[3]) == at(4s)));
+    // Moved tasks come out in their new order.
+    moved[4] = at(25s);
+    BOOST_TEST(queue.defer_heads(at(10s), 5, later_due) == 2u); // 4, then 5
+    manual_clock::advance(60s);
+    BOOST_TEST((poll_all() == std::vector<int>{1, 4, 2, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(a_taker_sleeping_for_a_deferred_head_sleeps_on_until_the_new_head)
+{
+    auto& one = make(1);
+    queue.push(one, at(1s));
+    queue.push(make(2), at(2s));
+    blocking_call<node*> taker([&] { return queue.take(); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    BOOST_TEST(queue.defer_heads(at(1s), 5, [&](node& n) noexcept {
+        return &n == &one ? std::optional(at(3s)) : std::nullopt;
+    }) == 1u);
+    const std::uint64_t sleeps = taker.sleeps();
+    manual_clock::advance(1s); // 1's old due time: nothing comes out
+    BOOST_TEST(taker.wait_until_blocked(sleeps));
+    manual_clock::advance(1s);
+    BOOST_TEST(id_of(taker.get()) == 2);
+    BOOST_TEST((queue.due_time(one) == at(3s)));
+}
+
 BOOST_AUTO_TEST_CASE(due_time_finds_a_task_in_the_far_tier_and_after_it_moved)
 {
     queue.set_far_tier(1s, 2);

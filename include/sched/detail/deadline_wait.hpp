@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <thread>
 
 namespace sched::detail {
@@ -57,8 +58,10 @@ public:
 // Moving it later is lazy: one atomic exchange on the deadline's expiry word, and the node stays
 // where it is in the queue. When it comes due there, the runner finds the expiry still ahead
 // (due_after_all()) and queues it again at the expiry, so a deadline pushed back a thousand times
-// before it falls costs one extra pass through the queue. Moving it earlier moves the node in
-// place (O(log n)), since the queue would otherwise wake too late.
+// before it falls costs one extra pass through the queue. That runner also moves the waits queued
+// right behind it, due soon, that have been pushed back too (lazy_due()), so that they do not each
+// wake a thread for a time they no longer have. Moving it earlier moves the node in place
+// (O(log n)), since the queue would otherwise wake too late.
 //
 // Moving and firing have one winner: the runner fires only by swapping the expiry for `fired`
 // while it is due, and a move succeeds only if it swaps in its time before that. Cancelling marks
@@ -136,6 +139,20 @@ public:
         // deadline's expires_at(), armed() and cancel() all say once the word reads `fired`.
         if (due)
             completion_begun_ = this->begin_completing();
+        return due;
+    }
+
+    std::optional<time_point> lazy_due() noexcept override
+    {
+        if (link_.load(std::memory_order_relaxed) == 0)
+            return std::nullopt;
+        std::optional<time_point> due;
+        with_word([&](word_type& word) {
+            const typename word_type::rep expiry = word.value.load(std::memory_order_acquire);
+            if (expiry != word_type::fired)
+                due = time_point(duration(expiry));
+            return true;
+        });
         return due;
     }
 

@@ -210,6 +210,12 @@ public:
     // queues it again at next_due().
     virtual bool due_after_all() noexcept { return true; }
 
+    // Under its queue's lock, while queued: for a task whose due time moves later without the
+    // queue being told (see due_after_all()), when it is due now, so that the queue can move it
+    // there early (delayed_work_queue::defer_heads()); nullopt for other tasks, or once it has
+    // ended.
+    virtual std::optional<time_point> lazy_due() noexcept { return std::nullopt; }
+
     using kept_place = typename basic_delayed_work_queue<Clock>::kept_place;
 
     // For a periodic task, as it leaves its pool's queue to run (under the queue's lock): where

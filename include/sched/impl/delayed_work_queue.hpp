@@ -707,6 +707,31 @@ bool basic_delayed_work_queue<Clock>::reschedule(node& task, time_point due) noe
 }
 
 template <class Clock>
+template <class LaterDue>
+std::size_t basic_delayed_work_queue<Clock>::defer_heads(time_point before,
+                                                         std::size_t max,
+                                                         LaterDue later_due) noexcept
+{
+    std::lock_guard lock(mutex_);
+    std::size_t moved = 0;
+    for (; moved < max && !heap_.empty(); ++moved)
+    {
+        const entry& head = heap_.front();
+        if (head.task() == &marker_ || head.due > before)
+            break;
+        node& task = *head.task();
+        const std::optional<time_point> due = later_due(task);
+        if (!due || *due <= head.due)
+            break;
+        const std::size_t at = move_far_tasks_before(*due) ? *heap_.find(task) : 0;
+        (void)heap_.move(at, *due);
+    }
+    if (moved != 0)
+        head_left(); // a later head, perhaps another's (as reschedule())
+    return moved;
+}
+
+template <class Clock>
 template <class OutputIt>
 std::size_t basic_delayed_work_queue<Clock>::drain(OutputIt out, std::size_t max_tasks)
 {

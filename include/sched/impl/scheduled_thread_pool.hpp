@@ -495,8 +495,10 @@ bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
     }
     if (!t->due_after_all())
     {
-        const time_point due = t->next_due(Clock::now());
+        const time_point now = Clock::now();
+        const time_point due = t->next_due(now);
         requeue(std::move(t), due);
+        defer_lazy_heads(now);
         return true;
     }
     detail::call_hook(options_.before_execute);
@@ -517,6 +519,20 @@ bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
     }
     after_run(std::move(t), std::move(outcome.error));
     return true;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::defer_lazy_heads(time_point now) noexcept
+{
+    // 16 a lock hold, so that others get the lock between; 256 a wake-up.
+    constexpr std::size_t batch = 16;
+    const time_point before =
+        detail::saturating_add(now, std::chrono::duration_cast<duration>(lazy_requeue_horizon));
+    const auto later_due = [](typename queue_type::node& n) noexcept {
+        return as_task(n).lazy_due();
+    };
+    for (int i = 0; i < 16 && queue_.defer_heads(before, batch, later_due) == batch; ++i)
+    {}
 }
 
 template <class Clock>
