@@ -290,16 +290,25 @@ def w5_whole_section(r, rows):
                    and args_in(name).get("rate", "0") != "0"), None)
     if not bunched and not steady:
         return
-    r.add("W5 counted whole: CPU per reset, of the resetting thread while it resets and of every "
-          "other thread (the pool's worker, which puts a deadline pushed back into the queue again "
-          "when its old expiry comes), from the first reset until those re-queues are done; one "
-          "contestant at a time. As W5: the deadlines first expire 2 s after they are armed, "
-          "the resets push them 6 s ahead as fast as they can, and the run lasts until 0.6 s "
-          "after the first expiries. A server's steady state: the first expiries spread over "
-          "the second half of 1 s, and the resets push a deadline 1 s ahead, each connection in "
-          "its turn, the resetting thread waking every `tick_us` to make those whose time has "
-          "come; the pacing column is what that waking costs in the same count with no resets, "
-          "taken off both before the ratio.", "")
+    text = ("W5 counted whole: CPU per reset, of the resetting thread while it resets and of "
+            "every other thread (the pool's worker, which puts a deadline pushed back into the "
+            "queue again when its old expiry comes), from the first reset until those re-queues "
+            "are done; one contestant at a time.")
+    if bunched:
+        idle = int(args_of(bunched)["idle_ms"]) / 1000
+        text += (f" As W5: the deadlines first expire {idle:g} s after they are armed, the "
+                 f"resets push them {3 * idle:g} s ahead as fast as they can, and the run lasts "
+                 f"until {0.3 * idle:g} s after the first expiries.")
+    if steady:
+        idle = int(args_of(steady)["idle_ms"]) / 1000
+        text += (f" A server's steady state: the first expiries spread over the second half of "
+                 f"{idle:g} s, and the resets push a deadline {idle:g} s ahead, each connection "
+                 f"in its turn, the resetting thread waking every "
+                 f"{args_of(steady)['tick_us']} µs to make those whose time has come (as a "
+                 "server's thread makes those of the packets that came since it last woke); "
+                 "the pacing column is what that waking costs in the same count with no resets, "
+                 "taken off both before the ratio.")
+    r.add(text, "")
     table = []
     for label, e in ((f"as W5 (N = {si(int(args_of(bunched)['N']))}, "
                       f"M = {si(int(args_of(bunched)['M']))})" if bunched else "", bunched),
