@@ -375,6 +375,33 @@ BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_po
     BOOST_TEST((result && *result == sched::error::shutdown));
 }
 
+// A shut-down pool moves no wait early with another (see the_waits_pushed_back_right_behind_one_
+// go_back_with_it): one pushed back to "never" comes out at its old expiry, where it ends.
+BOOST_FIXTURE_TEST_CASE(a_shut_down_pool_moves_no_wait_pushed_back_to_never_with_another,
+                        deadline_fixture)
+{
+    manual_deadline never(io, pool);
+    std::optional<error_code> never_result;
+    deadline.expires_after(1s);
+    deadline.async_wait(on_expiry());
+    never.expires_after(1005ms);
+    never.async_wait([&](error_code ec) { never_result = ec; });
+    BOOST_TEST(deadline.expires_after(10s));
+    BOOST_TEST(never.expires_at(manual_clock::time_point::max()));
+    pool.shutdown();
+    manual_clock::advance(1s); // the first goes back to 10 s, the other stays
+    BOOST_TEST(sched::test::within(
+        10s, [&] { return pool.queue().due_time(*pool.queue().peek()) == at(1005ms); }));
+    manual_clock::advance(5ms);
+    complete_one();
+    BOOST_TEST((never_result && *never_result == sched::error::shutdown));
+    BOOST_TEST(!result);
+    manual_clock::advance(9s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(pool.await_termination(60s));
+}
+
 // "Never" stays never for a deadline pushed back to it lazily, as for one armed there: the
 // queue's time_point::max() is never due, even once the clock gets there (it fired with success
 // before: a review's probe).

@@ -528,8 +528,12 @@ void basic_scheduled_thread_pool<Clock>::defer_lazy_heads(time_point now) noexce
     constexpr std::size_t batch = 16;
     const time_point before =
         detail::saturating_add(now, std::chrono::duration_cast<duration>(lazy_requeue_horizon));
-    const auto later_due = [](typename queue_type::node& n) noexcept {
-        return as_task(n).lazy_due();
+    // Under the queue's lock, as requeue()'s check: once the pool is shut down, a task must go
+    // back through that check (a wait pushed back to "never" then ends), so none is moved.
+    const auto later_due = [this](typename queue_type::node& n) noexcept {
+        task_type& t = as_task(n);
+        return state_.load() == run_state::running && belongs_in_queue(t) ? t.lazy_due()
+                                                                          : std::nullopt;
     };
     for (int i = 0; i < 16 && queue_.defer_heads(before, batch, later_due) == batch; ++i)
     {}
