@@ -856,12 +856,12 @@ std::chrono::nanoseconds whole_run(contestant& c,
 {
     std::chrono::nanoseconds in_blocks{};
     const auto block = [&](std::int64_t n) {
-        const std::chrono::nanoseconds before = bench::cpu_time(CLOCK_THREAD_CPUTIME_ID);
+        const std::chrono::nanoseconds before = bench::thread_cpu_time();
         c.block(n);
-        in_blocks += bench::cpu_time(CLOCK_THREAD_CPUTIME_ID) - before;
+        in_blocks += bench::thread_cpu_time() - before;
     };
-    const std::chrono::nanoseconds process_start = bench::cpu_time(CLOCK_PROCESS_CPUTIME_ID);
-    const std::chrono::nanoseconds thread_start = bench::cpu_time(CLOCK_THREAD_CPUTIME_ID);
+    const std::chrono::nanoseconds process_start = bench::process_cpu_time();
+    const std::chrono::nanoseconds thread_start = bench::thread_cpu_time();
     const clock_type::time_point start = clock_type::now();
     if (interval == clock_type::duration::zero())
         block(m);
@@ -881,8 +881,7 @@ std::chrono::nanoseconds whole_run(contestant& c,
     c.done = m;
     std::this_thread::sleep_until(std::max(start + idle_until, clock_type::now()) + tail);
     const std::chrono::nanoseconds others =
-        (bench::cpu_time(CLOCK_PROCESS_CPUTIME_ID) - process_start) -
-        (bench::cpu_time(CLOCK_THREAD_CPUTIME_ID) - thread_start);
+        (bench::process_cpu_time() - process_start) - (bench::thread_cpu_time() - thread_start);
     return others + in_blocks;
 }
 

@@ -122,12 +122,11 @@ inline std::chrono::nanoseconds process_cpu_time()
     return tv(usage.ru_utime) + tv(usage.ru_stime);
 }
 
-/// CPU time of `clock` (CLOCK_PROCESS_CPUTIME_ID: every thread; CLOCK_THREAD_CPUTIME_ID: the
-/// calling thread), to the nanosecond.
-inline std::chrono::nanoseconds cpu_time(clockid_t clock)
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), to the nanosecond.
+inline std::chrono::nanoseconds thread_cpu_time()
 {
     timespec t{};
-    ::clock_gettime(clock, &t);
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
 }
 
