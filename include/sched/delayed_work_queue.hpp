@@ -27,7 +27,7 @@ namespace sched {
 namespace detail {
 // Lets tests bring a queue's main heap to the end of its push orders (defined by the tests).
 template <class Queue>
-struct queue_order_access;
+struct queue_access;
 } // namespace detail
 
 /// An unbounded blocking priority queue of tasks ordered by due time: Java's DelayedWorkQueue.
@@ -284,11 +284,14 @@ public:
     bool reschedule(node& task, time_point due) noexcept;
 
     /// For tasks whose due time moves later without the queue being told (a deadline pushed back
-    /// lazily): while the head is due by @p before and `later_due(node&)` gives a later due time
-    /// for it (a `std::optional<time_point>`; nullopt, or a time not later, stops), moves it
-    /// there, as reschedule() does; at most @p max tasks, in one lock hold. Moving them early,
-    /// together, saves a wake-up at each due time they no longer have. @p later_due is called
-    /// under the queue's lock and must not throw.
+    /// lazily): while the head (peek()'s) is due by @p before and `later_due(node&)` gives a later
+    /// due time for it (a `std::optional<time_point>`; nullopt, or a time not later, stops), moves
+    /// it there, as reschedule() does; at most @p max tasks, in one lock hold. Moving them early,
+    /// together, saves a wake-up at each due time they no longer have. A head whose later due time
+    /// is at or after a task in the far tier (see set_far_tier()) moves to the far tier, if a push
+    /// would put it there, rather than bring the far tasks due before it into the main heap at
+    /// once; else it stops there. @p later_due is called under the queue's lock and must not
+    /// throw.
     /** @returns how many it moved. */
     template <class LaterDue>
     std::size_t defer_heads(time_point before, std::size_t max, LaterDue later_due) noexcept;
@@ -445,7 +448,7 @@ public:
 
 private:
     template <class Queue>
-    friend struct detail::queue_order_access;
+    friend struct detail::queue_access;
 
     // A task's push order within its heap breaks ties of due time: 44 bits, 25 of them in the
     // task's place_ and 19 in its entry, where the task's address leaves them free. A heap that
@@ -567,7 +570,7 @@ private:
         // Gives the entry at `i` a new due time and a new push order (after the tasks due at
         // the same time); returns its position.
         std::size_t move(std::size_t i, time_point due) noexcept;
-        // For tests (see detail::queue_order_access): the next push or move takes order `next`.
+        // For tests (see detail::queue_access): the next push or move takes order `next`.
         void set_next_order(std::uint64_t next) noexcept { next_order_ = next; }
         // The place the entry at `i` holds among those due at the same time.
         kept_place kept(std::size_t i) const noexcept
@@ -904,6 +907,16 @@ private:
                         std::size_t most = std::numeric_limits<std::size_t>::max()) noexcept;
     // When the far tasks that could not move for want of memory try again.
     static time_point retry_after_out_of_memory() noexcept;
+    // Under the lock: whether a task pushed or moved to `due` in the main heap would pass far
+    // tasks (a task due "never" never comes out, so it passes nothing).
+    bool passes_far_tasks(time_point due) const noexcept
+    {
+        return !shards_.empty() && due >= far_earliest() && due != time_point::max();
+    }
+    // Under the lock: moves the main heap's entry at `at`, for `task`, to `due` in the far tier,
+    // as a push would put it there; false if a push would not (or, out of memory, could not), and
+    // then nothing changes.
+    bool move_to_far_tier(std::size_t at, node& task, time_point due) noexcept;
     // Under the lock: before a task is pushed or moved to `due` in the main heap, moves the far
     // tasks it would pass; returns whether it looked (the task's position may have changed).
     bool move_far_tasks_before(time_point due) noexcept;

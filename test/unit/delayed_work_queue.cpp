@@ -25,7 +25,7 @@
 #include "support/blocking_call.hpp"
 #include "support/millisecond_clock.hpp"
 #include "support/queue_fixture.hpp"
-#include "support/queue_order_access.hpp"
+#include "support/queue_access.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
 #include "support/wait.hpp"
@@ -534,7 +534,7 @@ BOOST_AUTO_TEST_CASE(last_due_time_is_exact_but_for_a_window_146_years_before_th
 // tasks' recorded positions stay right for removing and moving them.
 BOOST_AUTO_TEST_CASE(equal_due_times_keep_their_push_order_across_a_renumbering)
 {
-    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 4);
+    sched::detail::queue_access<queue_type>::leave_orders(queue, 4);
     for (int id = 1; id <= 3; ++id)
         queue.push(make(id), 10s);
     queue.push(make(4), 5s);        // to the front: task 1 goes behind tasks 2 and 3 in the array
@@ -570,7 +570,7 @@ BOOST_AUTO_TEST_CASE(push_again_if_puts_a_task_back_in_its_place_unless_renumber
     BOOST_TEST(queue.take({}, keep) == &a); // its place comes before any pushed since
     for (int id = 4; id <= 6; ++id)
         queue.push(make(id), 100s); // so that the renumbering gives the next push a later one
-    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 0);
+    sched::detail::queue_access<queue_type>::leave_orders(queue, 0);
     queue.push(make(3), 5s); // renumbers
     BOOST_TEST(queue.push_again_if(a, manual_clock::now() + 5s, place, always));
     manual_clock::advance(5s);
@@ -590,7 +590,7 @@ BOOST_AUTO_TEST_CASE(a_renumbering_keeps_the_order_of_the_pushes)
     auto& due_first = make(2);
     queue.push(pushed_first, 20s);
     queue.push(due_first, 10s);
-    sched::detail::queue_order_access<queue_type>::leave_orders(queue, 0);
+    sched::detail::queue_access<queue_type>::leave_orders(queue, 0);
     queue.push(make(3), 100s); // renumbers
     queue_type::kept_place first_place;
     queue_type::kept_place second_place;

@@ -350,12 +350,35 @@ auto basic_delayed_work_queue<Clock>::retry_after_out_of_memory() noexcept -> ti
 template <class Clock>
 bool basic_delayed_work_queue<Clock>::move_far_tasks_before(time_point due) noexcept
 {
-    if (shards_.empty() || due < far_earliest() || due == time_point::max())
+    if (!passes_far_tasks(due))
         return false;
     // Far tasks due by then were pushed earlier: they move first, to come out first. So do the
-    // others that a push could pass, so that the next push need not move them. (A task due
-    // "never" never comes out, so it passes nothing.)
+    // others that a push could pass, so that the next push need not move them.
     move_far_tasks(std::max(due, detail::saturating_add(recent_now(), far_horizon_)));
+    return true;
+}
+
+template <class Clock>
+bool basic_delayed_work_queue<Clock>::move_to_far_tier(std::size_t at,
+                                                       node& task,
+                                                       time_point due) noexcept
+{
+    shard* const s = far_shard_for(task, due, recent_now());
+    if (!s)
+        return false;
+    std::lock_guard shard_lock(s->mutex);
+    try
+    {
+        s->tasks.make_room();
+    }
+    catch (...)
+    {
+        return false;
+    }
+    // The marker, if it must now go in, takes the entry's room: a heap array that shrinks as an
+    // entry leaves keeps room for one more.
+    heap_.remove_at(at);
+    push_far(*s, task, due); // cannot throw: the task is not queued, and there is room
     return true;
 }
 
@@ -714,17 +737,22 @@ std::size_t basic_delayed_work_queue<Clock>::defer_heads(time_point before,
 {
     std::lock_guard lock(mutex_);
     std::size_t moved = 0;
-    for (; moved < max && !heap_.empty(); ++moved)
+    for (; moved < max; ++moved)
     {
-        const entry& head = heap_.front();
-        if (head.task() == &marker_ || head.due > before)
+        const entry* const head = led_head(); // peek()'s, behind the far tier's marker if need be
+        if (!head || head->due > before)
             break;
-        node& task = *head.task();
+        node& task = *head->task();
         const std::optional<time_point> due = later_due(task);
-        if (!due || *due <= head.due)
+        if (!due || *due <= head->due)
             break;
-        const std::size_t at = move_far_tasks_before(*due) ? *heap_.find(task) : 0;
-        (void)heap_.move(at, *due);
+        const std::size_t at = *heap_.find(task);
+        // Not past far tasks in the main heap: they would all move there first, in this lock
+        // hold. To the far tier, as a push would put it; or else it stays until its old due time.
+        if (!passes_far_tasks(*due))
+            (void)heap_.move(at, *due);
+        else if (!move_to_far_tier(at, task, *due))
+            break;
     }
     if (moved != 0)
         head_left(); // a later head, perhaps another's (as reschedule())

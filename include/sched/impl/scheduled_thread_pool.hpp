@@ -524,8 +524,10 @@ bool basic_scheduled_thread_pool<Clock>::run(task_ptr t, const std::stop_token& 
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::defer_lazy_heads(time_point now) noexcept
 {
-    // 16 a lock hold, so that others get the lock between; 256 a wake-up.
-    constexpr std::size_t batch = 16;
+    // A few a lock hold, so that others get the lock between; a bounded number of holds, so
+    // that the thread soon goes back to the tasks that are due.
+    constexpr std::size_t per_lock_hold = 16;
+    constexpr int lock_holds = 16;
     const time_point before =
         detail::saturating_add(now, std::chrono::duration_cast<duration>(lazy_requeue_horizon));
     // Under the queue's lock, as requeue()'s check: once the pool is shut down, a task must go
@@ -535,7 +537,9 @@ void basic_scheduled_thread_pool<Clock>::defer_lazy_heads(time_point now) noexce
         return state_.load() == run_state::running && belongs_in_queue(t) ? t.lazy_due()
                                                                           : std::nullopt;
     };
-    for (int i = 0; i < 16 && queue_.defer_heads(before, batch, later_due) == batch; ++i)
+    for (int i = 0;
+         i < lock_holds && queue_.defer_heads(before, per_lock_hold, later_due) == per_lock_hold;
+         ++i)
     {}
 }
 
