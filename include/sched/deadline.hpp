@@ -166,7 +166,7 @@ public:
     /** @returns true if it prevented the expiry; false if no wait was armed (as armed() says:
         once the expiry has fired, even while its completion is only beginning, the handler
         gets success, and a move or a cancel reports false). */
-    bool cancel() noexcept { return armed() && wait_->cancel(false); }
+    bool cancel() noexcept { return wait_ && wait_->cancel_unless_fired(); }
 
     /// Arms the deadline: completes when the expiry passes.
     /** Completion signature `void(boost::system::error_code)`. */

@@ -624,6 +624,11 @@ private:
                 stop_running();
             this->cancel(false);
         }
+        else if constexpr (Kind == async_kind::deadline_wait)
+        {
+            // Once the expiry has fired, too late: as for the deadline's own cancel().
+            (void)this->cancel_unless_fired();
+        }
         else if (!this->cancel(false) && terminal)
             stop_running(); // it is running: its runner holds the node
     }

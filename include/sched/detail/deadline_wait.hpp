@@ -64,8 +64,9 @@ public:
 // (O(log n)), since the queue would otherwise wake too late.
 //
 // Moving and firing have one winner: the runner fires only by swapping the expiry for `fired`
-// while it is due, and a move succeeds only if it swaps in its time before that. Cancelling marks
-// the word too.
+// while it is due, and a move succeeds only if it swaps in its time before that. So do cancelling
+// and firing: a cancel first swaps in `fired` itself (cancel_unless_fired()), and the runner
+// begins the completion while it still holds the word it fired.
 //
 // The word lives in the deadline, which may move or go while a runner or a canceller reaches
 // it through the node: they hold the node's link to it (a tag bit) while they use it, and the
@@ -122,24 +123,49 @@ public:
         if (link_.load(std::memory_order_relaxed) == 0)
             return true;
         const typename word_type::rep now = Clock::now().time_since_epoch().count();
+        bool ended = false;
         const bool due = with_word([&](word_type& word) {
             typename word_type::rep expiry = word.value.load(std::memory_order_acquire);
+            if (expiry == word_type::fired)
+            {
+                ended = true; // a cancel has claimed the word (cancel_unless_fired())
+                return true;
+            }
             // time_point::max() is "never", as in the queue, even once the clock gets there.
             while (expiry <= now && expiry != word_type::never)
             {
                 if (word.value.compare_exchange_weak(expiry, word_type::fired,
                                                      std::memory_order_acq_rel,
                                                      std::memory_order_acquire))
+                {
+                    // Fired: the completion begins in the same hold, so that a cancel, which
+                    // holds the word to claim it, finds it begun once the word reads `fired`.
+                    completion_begun_ = this->begin_completing();
                     return true;
+                }
             }
             requeue_at_ = time_point(duration(expiry));
             return false;
         });
-        // Fired: the completion begins now, so that a cancel that comes later fails, as the
-        // deadline's expires_at(), armed() and cancel() all say once the word reads `fired`.
-        if (due)
-            completion_begun_ = this->begin_completing();
+        // The canceller is about to cancel the task; the run must find it cancelled, not
+        // complete it with success before its expiry.
+        while (ended && this->state() == future_state::pending)
+            std::this_thread::yield();
         return due;
+    }
+
+    // The deadline's cancel() and the wait's cancellation slot: cancels the wait unless it has
+    // fired; returns whether it did. The word decides, as between a move and the expiry: once it
+    // reads `fired`, the completion with success is under way and the cancel is too late.
+    bool cancel_unless_fired() noexcept
+    {
+        if (link_.load(std::memory_order_relaxed) == 0)
+            return this->cancel(false);
+        const bool claimed = with_word([](word_type& word) {
+            return word.value.exchange(word_type::fired, std::memory_order_acq_rel) !=
+                   word_type::fired;
+        });
+        return claimed && this->cancel(false);
     }
 
     std::optional<time_point> lazy_due() noexcept override
