@@ -175,10 +175,19 @@ struct thread_lifetime
     thread_lifetime() noexcept
     {
         // Without memory for the handlers, a child would wait for a thread it does not have.
-        background.fork_safe =
+        const bool fork_safe =
             pthread_atfork(&lock_for_fork, &unlock_in_parent, &unlock_in_child) == 0;
 #if defined(__linux__)
-        background.cpus_known = sched_getaffinity(0, sizeof background.cpus, &background.cpus) == 0;
+        cpu_set_t cpus;
+        const bool cpus_known = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+#endif
+        // Under the mutex: a pool constructed before this (a user's static one) may already be
+        // freeing memory on its threads.
+        std::lock_guard lock(background.mutex);
+        background.fork_safe = fork_safe;
+#if defined(__linux__)
+        background.cpus = cpus;
+        background.cpus_known = cpus_known;
 #endif
     }
 

@@ -4,11 +4,11 @@
 #include <sched/detail/recycler.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <utility>
 
 #include <pthread.h>
@@ -278,27 +278,30 @@ void close_cache(void*) noexcept
     }
 }
 
-// Set up as the program starts, before any thread can hold a lock of the spans (a fork handler
-// registered later could miss a lock taken meanwhile): the key whose destructor closes a
-// thread's cache (none if the system has no key left), and the fork handlers. The key goes with
-// the library (a dlclose), so that no thread runs close_cache() after.
+// The key whose destructor closes a thread's cache, while `closer_ready` says so: threads may read
+// them before the program's start has set them up (a user's static pool) and as its end takes
+// them down, so they need no construction, and the key is published and withdrawn atomically.
+constinit pthread_key_t closer_key{};
+constinit std::atomic<bool> closer_ready{false};
+
+// Set up as the program starts, before any thread of the library's own can hold a lock of the
+// spans (a fork handler registered later could miss a lock taken meanwhile): the key (none if
+// the system has no key left), and the fork handlers. The key goes with the library (a dlclose),
+// so that no thread runs close_cache() after.
 struct process_hooks
 {
-    std::optional<pthread_key_t> closer_key;
-
     process_hooks() noexcept
     {
-        pthread_key_t key;
-        if (pthread_key_create(&key, &close_cache) == 0)
-            closer_key = key;
+        if (pthread_key_create(&closer_key, &close_cache) == 0)
+            closer_ready.store(true, std::memory_order_release);
         // Without memory for the handlers, a fork is as unsafe as without them.
         (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
     }
 
     ~process_hooks()
     {
-        if (closer_key)
-            pthread_key_delete(*std::exchange(closer_key, std::nullopt));
+        if (closer_ready.exchange(false, std::memory_order_acq_rel))
+            pthread_key_delete(closer_key);
     }
 
     process_hooks(const process_hooks&) = delete;
@@ -312,7 +315,8 @@ process_hooks hooks;
 // blocks, and tries again later.
 bool register_closer() noexcept
 {
-    if (!hooks.closer_key || pthread_setspecific(*hooks.closer_key, &cache) != 0)
+    if (!closer_ready.load(std::memory_order_acquire) ||
+        pthread_setspecific(closer_key, &cache) != 0)
         return false;
     cache.registered = true;
     return true;
