@@ -51,8 +51,8 @@ class basic_pool_executor;
  * waking that long before and polling the clock until it is due. On Linux each worker sets the
  * kernel's own timer slack to 1 ns, so that a sleep ends when the pool asks. A task is any
  * callable taking no arguments, or a std::stop_token (which is then told when the task is
- * cancelled with interruption or the pool stops). Scheduling returns a basic_scheduled_future for
- * the task's result and for cancelling it.
+ * cancelled with interruption or, if a worker runs it, the pool stops). Scheduling returns a
+ * basic_scheduled_future for the task's result and for cancelling it.
  *
  * A task's exception goes to its future (and to the error_sink and after_execute hooks), never
  * out of a worker: workers do not die. A periodic task never runs concurrently with itself; by
@@ -226,7 +226,8 @@ public:
     void shutdown();
 
     /// Accepts no new tasks, takes every queued task out, and stops the workers after their
-    /// current runs; running tasks that take a std::stop_token see stop requested.
+    /// current runs; tasks running on the workers that take a std::stop_token see stop
+    /// requested (not one run on its caller's thread: see rejection_policy::caller_runs).
     /**
      * The executor accepts no functions any more either: it destroys them without running them
      * (except those a worker still finishing its run executes inline: see pool_executor), and
