@@ -24,8 +24,8 @@
 
 #include "support/blocking_call.hpp"
 #include "support/millisecond_clock.hpp"
-#include "support/queue_fixture.hpp"
 #include "support/queue_access.hpp"
+#include "support/queue_fixture.hpp"
 #include "support/resident_memory.hpp"
 #include "support/silent_clock.hpp"
 #include "support/wait.hpp"
