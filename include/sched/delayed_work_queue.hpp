@@ -284,7 +284,7 @@ public:
     bool reschedule(node& task, time_point due) noexcept;
 
     /// For tasks whose due time moves later without the queue being told (a deadline pushed back
-    /// lazily): while the head (peek()'s) is due by @p before and `later_due(node&)` gives a later
+    /// lazily): while the main heap's head is due by @p before and `later_due(node&)` gives a later
     /// due time for it (a `std::optional<time_point>`; nullopt, or a time not later, stops), moves
     /// it there, as reschedule() does; at most @p max tasks, in one lock hold. Moving them early,
     /// together, saves a wake-up at each due time they no longer have. A head whose later due time

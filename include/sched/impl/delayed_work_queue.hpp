@@ -375,8 +375,7 @@ bool basic_delayed_work_queue<Clock>::move_to_far_tier(std::size_t at,
     {
         return false;
     }
-    // The marker, if it must now go in, takes the entry's room: a heap array that shrinks as an
-    // entry leaves keeps room for one more.
+    // Due at or after far_earliest(): the marker, already in the main heap, stays where it is.
     heap_.remove_at(at);
     push_far(*s, task, due); // cannot throw: the task is not queued, and there is room
     return true;
@@ -739,7 +738,7 @@ std::size_t basic_delayed_work_queue<Clock>::defer_heads(time_point before,
     std::size_t moved = 0;
     for (; moved < max; ++moved)
     {
-        const entry* const head = led_head(); // peek()'s, behind the far tier's marker if need be
+        const entry* const head = led_head(); // behind the far tier's marker, if need be
         if (!head || head->due > before)
             break;
         node& task = *head->task();
