@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include <pthread.h>
@@ -278,11 +279,14 @@ void close_cache(void*) noexcept
     }
 }
 
-// The key whose destructor closes a thread's cache, while `closer_ready` says so: threads may read
-// them before the program's start has set them up (a user's static pool) and as its end takes
-// them down, so they need no construction, and the key is published and withdrawn atomically.
+// The key whose destructor closes a thread's cache, and its state: bit 0 while the key exists,
+// and 2 for each thread registering with it at the moment, so that the key is not deleted under
+// one. Threads may use them before the program's start has set them up (a user's static pool) and
+// as its end takes them down, so they need no construction.
 constinit pthread_key_t closer_key{};
-constinit std::atomic<bool> closer_ready{false};
+constinit std::atomic<unsigned> closer_state{0};
+constexpr unsigned closer_key_exists = 1;
+constexpr unsigned closer_registering = 2;
 
 // Set up as the program starts, before any thread of the library's own can hold a lock of the
 // spans (a fork handler registered later could miss a lock taken meanwhile): the key (none if
@@ -293,15 +297,20 @@ struct process_hooks
     process_hooks() noexcept
     {
         if (pthread_key_create(&closer_key, &close_cache) == 0)
-            closer_ready.store(true, std::memory_order_release);
+            closer_state.fetch_or(closer_key_exists, std::memory_order_release);
         // Without memory for the handlers, a fork is as unsafe as without them.
         (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
     }
 
     ~process_hooks()
     {
-        if (closer_ready.exchange(false, std::memory_order_acq_rel))
+        if ((closer_state.fetch_and(~closer_key_exists, std::memory_order_acq_rel) &
+             closer_key_exists) != 0)
+        {
+            while (closer_state.load(std::memory_order_acquire) != 0)
+                std::this_thread::yield(); // a thread still registering
             pthread_key_delete(closer_key);
+        }
     }
 
     process_hooks(const process_hooks&) = delete;
@@ -315,8 +324,11 @@ process_hooks hooks;
 // blocks, and tries again later.
 bool register_closer() noexcept
 {
-    if (!closer_ready.load(std::memory_order_acquire) ||
-        pthread_setspecific(closer_key, &cache) != 0)
+    const bool exists = (closer_state.fetch_add(closer_registering, std::memory_order_acquire) &
+                         closer_key_exists) != 0;
+    const bool registered = exists && pthread_setspecific(closer_key, &cache) == 0;
+    closer_state.fetch_sub(closer_registering, std::memory_order_release);
+    if (!registered)
         return false;
     cache.registered = true;
     return true;
