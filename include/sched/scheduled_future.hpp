@@ -81,7 +81,8 @@ public:
     /// Blocks until the task has completed (normally, exceptionally or by cancellation).
     void wait() const { checked().wait(); }
 
-    /// Blocks until the task completes or @p timeout of real time passes.
+    /// Blocks until the task completes or @p timeout of real time passes (a NaN is rejected
+    /// with std::invalid_argument).
     template <class Rep, class Period>
     std::future_status wait_for(const std::chrono::duration<Rep, Period>& timeout) const
     {

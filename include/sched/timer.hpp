@@ -137,7 +137,7 @@ public:
     void schedule(const task_type& task, time_point time) { queue(task, time, std::nullopt); }
 
     /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now; at once if it
-    /// has passed).
+    /// has passed, even before the epoch, which Java's Timer refuses).
     void schedule(const task_type& task, std::chrono::system_clock::time_point time) requires(
         !std::is_same_v<Clock, std::chrono::system_clock>)
     {
@@ -434,7 +434,12 @@ private:
                 // A task that ends has ended by the time its error is reported.
                 if (destroyed_by_this_run()) // its error handler went with it
                 {
-                    n.end_by_failure();
+                    // A periodic task its failure policy keeps running ends by the destruction,
+                    // cancelled, as it would without the throw.
+                    if (schedule && !schedule->ends_with_failure())
+                        n.cancel();
+                    else
+                        n.end_by_failure();
                     detail::report_uncaught("a destroyed timer", std::current_exception());
                     return;
                 }

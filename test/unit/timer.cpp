@@ -813,24 +813,38 @@ BOOST_AUTO_TEST_CASE(the_destructor_on_another_thread_waits_for_the_run_under_wa
     BOOST_TEST(ran.value() == 0);
 }
 
-BOOST_AUTO_TEST_CASE(a_periodic_task_that_destroys_its_timer_ends_cancelled_and_a_throw_is_reported)
+// A periodic task that destroys its timer and then throws: the throw is reported (its timer's
+// error handler went with the timer), and the task ends as its failure policy says: executed if
+// the failure ends it, cancelled (by the destruction) if the policy keeps it running. Before, it
+// ended executed either way (a review's finding).
+BOOST_AUTO_TEST_CASE(a_periodic_task_that_destroys_its_timer_then_throws_ends_as_its_policy_says)
 {
-    sched::test::stderr_capture captured;
-    auto timer = std::make_unique<manual_timer>();
-    counter runs;
-    manual_task periodic([&] {
-        runs.increment();
-        timer.reset();
-        throw std::runtime_error("after its timer went");
-    });
-    timer->schedule_at_fixed_rate(periodic, 1s, 1s);
-    manual_clock::advance(1s);
-    BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
-    BOOST_TEST(sched::test::eventually(
-        [&] { return captured.text().find("after its timer went") != std::string::npos; }));
-    BOOST_TEST((periodic.state() == timer_task_state::executed)); // ended by its failure
-    manual_clock::advance(5s);
-    BOOST_TEST(runs.value() == 1);
+    for (const bool keep_running : {false, true})
+    {
+        BOOST_TEST_CONTEXT("keep_running " << keep_running)
+        {
+            sched::test::stderr_capture captured;
+            auto timer = std::make_unique<manual_timer>();
+            counter runs;
+            manual_task periodic([&] {
+                runs.increment();
+                timer.reset();
+                throw std::runtime_error("after its timer went");
+            });
+            sched::periodic_options options;
+            if (keep_running)
+                options.on_failure = sched::failure_policy::keep_running();
+            timer->schedule_at_fixed_rate(periodic, 1s, 1s, options);
+            manual_clock::advance(1s);
+            BOOST_TEST_REQUIRE(runs.wait_for_at_least(1));
+            BOOST_TEST(sched::test::eventually(
+                [&] { return captured.text().find("after its timer went") != std::string::npos; }));
+            BOOST_TEST((periodic.state() ==
+                        (keep_running ? timer_task_state::cancelled : timer_task_state::executed)));
+            manual_clock::advance(5s);
+            BOOST_TEST(runs.value() == 1);
+        }
+    }
 }
 
 // Schedules fillers due far ahead, each with the next aligned allocation failing on this thread,
