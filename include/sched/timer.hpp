@@ -224,7 +224,8 @@ public:
     /// Ends the timer (java.util.Timer.cancel()): queued tasks are cancelled without running, a
     /// run under way finishes, later schedule calls throw sched::timer_cancelled. Returns once
     /// that run has finished, unless called from it (that run is then the last); so does a call
-    /// made meanwhile from another thread. Calling it again does nothing.
+    /// made meanwhile from another thread. Calling it again does nothing. (Java's returns at once:
+    /// two timers whose runs cancel each other at the same time wait for each other for ever.)
     void cancel() noexcept
     {
         node_type* left = nullptr;
