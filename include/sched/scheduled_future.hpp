@@ -109,9 +109,9 @@ public:
     /**
      * A queued task will not run; with the pool's remove_on_cancel policy (the default) it
      * leaves the queue at once and frees what its callable holds. A running task finishes its
-     * run, but its result is discarded and a periodic task does not run again (a periodic run
-     * that a worker had already taken may still begin just after this returns, as in Java; none
-     * begins after that one). With
+     * run, but its result is discarded and a periodic task does not run again (a run that a
+     * worker had already taken, one-shot or periodic, may still begin just after this returns,
+     * as in Java; none begins after that one). With
      * @p may_interrupt_if_running, a running task that takes a std::stop_token sees stop
      * requested (interruption is cooperative).
      *
