@@ -484,10 +484,7 @@ private:
         {
             try
             {
-                // At least one tick of the clock: a period below its resolution must still move.
-                schedule.emplace(kind,
-                                 std::max(detail::saturating_cast<duration>(period), duration(1)),
-                                 options);
+                schedule.emplace(kind, detail::checked_period<duration>(period), options);
             }
             catch (...) // options that do not fit: std::invalid_argument
             {

@@ -174,6 +174,27 @@ BOOST_AUTO_TEST_CASE(a_nan_delay_throws_invalid_argument)
     BOOST_TEST(queue.empty());
 }
 
+// A delay is rounded up to the clock's tick, whatever its unit: a task is never due before its
+// delay has passed. Before, a delay in a unit that is not a whole number of nanoseconds, or a
+// fraction in floating point, was truncated (a review's probe: 1.5 ns ran 1 ns on).
+BOOST_AUTO_TEST_CASE(a_delay_that_is_not_a_whole_number_of_ticks_rounds_up)
+{
+    auto& a = make(1);
+    auto& b = make(2);
+    queue.push(a, std::chrono::duration<double, std::micro>(0.0015));
+    queue.push(b, std::chrono::duration<std::int64_t, std::ratio<1, 3>>(1)); // a third of a second
+    BOOST_TEST((queue.due_time(a) == at(2ns)));
+    BOOST_TEST((queue.due_time(b) == at(333'333'334ns)));
+    manual_clock::advance(1ns);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(1ns);
+    BOOST_TEST(id_of(queue.poll()) == 1);
+    manual_clock::advance_to(at(333'333'333ns));
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(1ns);
+    BOOST_TEST(id_of(queue.poll()) == 2);
+}
+
 BOOST_AUTO_TEST_CASE(a_never_due_task_stays_queued_even_at_the_end_of_time)
 {
     auto& a = make(1);

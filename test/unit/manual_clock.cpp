@@ -52,6 +52,12 @@ BOOST_AUTO_TEST_CASE(advance_takes_any_unit_and_saturates)
 {
     manual_clock::advance(std::chrono::duration<double, std::nano>(1.5));
     BOOST_TEST((manual_clock::now() == at(2ns)));
+    // A finer unit's fraction counts as a nanosecond too (it was dropped: a review's probe).
+    manual_clock::advance(std::chrono::duration<double, std::micro>(0.0005));
+    BOOST_TEST((manual_clock::now() == at(3ns)));
+    using double_us = std::chrono::duration<double, std::micro>;
+    manual_clock::advance_to(std::chrono::time_point<manual_clock, double_us>(double_us(0.0035)));
+    BOOST_TEST((manual_clock::now() == at(4ns)));
     manual_clock::advance(std::chrono::hours(3'000'000)); // 1.08e22 ns: beyond the clock's range
     BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
     manual_clock::reset();

@@ -110,10 +110,23 @@ BOOST_AUTO_TEST_CASE(saturating_subtract_treats_negative_as_zero_and_caps_at_min
     BOOST_TEST((saturating_subtract(steady_point(0s), ns::max()) == steady_point(-ns::max())));
 }
 
-BOOST_AUTO_TEST_CASE(saturating_ceil_rounds_up_to_a_coarser_unit_and_clamps_to_a_finer_one)
+BOOST_AUTO_TEST_CASE(saturating_ceil_rounds_up_to_any_unit_and_clamps)
 {
     using sched::detail::saturating_ceil;
     using ms = std::chrono::milliseconds;
+    // A unit that is not a whole number of the target's, and a fraction in floating point, round
+    // up whether the target is coarser or finer. Before, a finer target truncated: a third of a
+    // second was 333,333,333 ns, and 1.0015 µs as a double 1,001 ns (a review's probe).
+    using third = std::chrono::duration<std::int64_t, std::ratio<1, 3>>;
+    BOOST_TEST((saturating_ceil<ms>(third(1)) == ms(334)));
+    BOOST_TEST((saturating_ceil<ns>(third(1)) == ns(333'333'334)));
+    BOOST_TEST((saturating_ceil<ns>(third(-1)) == ns(-333'333'333)));
+    BOOST_TEST((saturating_ceil<ns>(third(3)) == ns(1'000'000'000))); // exact: nothing to round
+    BOOST_TEST(
+        (saturating_ceil<ns>(std::chrono::duration<double, std::micro>(1.0015)) == ns(1002)));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::duration<double, std::micro>(0.0005)) == ns(1)));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::duration<double, std::micro>(-0.0015)) == ns(-1)));
+    BOOST_TEST((saturating_ceil<ns>(std::chrono::duration<double, std::micro>(2.0)) == ns(2000)));
     BOOST_TEST((saturating_ceil<ms>(ns(1'000'001)) == ms(2))); // a deadline is not reached early
     BOOST_TEST((saturating_ceil<ms>(ns(2'000'000)) == ms(2)));
     BOOST_TEST((saturating_ceil<ms>(ns(-1'500'000)) == ms(-1)));

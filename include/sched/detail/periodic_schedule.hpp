@@ -47,15 +47,16 @@ inline std::uint64_t mixed_jitter_seed(std::uint64_t seed) noexcept
     return splitmix64(seed);
 }
 
-// A task's period in the ticks of its clock (`Duration`): at least one tick, since a period below
-// the clock's resolution must still move forward, and Duration::max() ("never" again) if too
-// long for the clock. Throws std::invalid_argument unless `period` is positive.
+// A task's period in the ticks of its clock (`Duration`), rounded up (no run is due before its
+// period has passed; a period below the clock's resolution is one tick, so it still moves
+// forward), and Duration::max() ("never" again) if too long for the clock. Throws
+// std::invalid_argument unless `period` is positive.
 template <class Duration, class Rep, class Period>
 Duration checked_period(std::chrono::duration<Rep, Period> period)
 {
     if (!(period > std::chrono::duration<Rep, Period>::zero()))
         throw std::invalid_argument("sched: the period must be positive");
-    return std::max(saturating_cast<Duration>(period), Duration(1));
+    return saturating_ceil<Duration>(period);
 }
 
 enum class period_kind : std::uint8_t

@@ -18,11 +18,14 @@ constexpr bool is_nan(std::chrono::duration<Rep, Period> d) noexcept
         return false;
 }
 
-// Converts a duration, clamping to To's range instead of overflowing: hours::max() becomes
-// nanoseconds::max() (which sched reads as "never"), not a negative number.
-template <class To, class Rep, class Period>
-constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
+// `d` in To's unit, rounded towards zero or (RoundUp, where To counts whole ticks) up, and
+// clamped to To's range instead of overflowing: hours::max() becomes nanoseconds::max() (which
+// sched reads as "never"), not a negative number.
+template <class To, bool RoundUp, class Rep, class Period>
+constexpr To convert_saturating(std::chrono::duration<Rep, Period> d) noexcept
 {
+    using rep = typename To::rep;
+    constexpr bool round_up = RoundUp && !std::is_floating_point_v<rep>;
     if constexpr (std::is_floating_point_v<Rep>)
     {
         if (is_nan(d)) // callers reject it first (see due_after); zero is the safe answer
@@ -34,41 +37,45 @@ constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
             return To::max();
         if (count <= static_cast<long double>(To::min().count()))
             return To::min();
-        return To(static_cast<typename To::rep>(count));
+        const rep truncated = static_cast<rep>(count); // below To::max(), so + 1 fits
+        return To(round_up && truncated < count ? truncated + 1 : truncated);
     }
-    else if constexpr (std::is_floating_point_v<typename To::rep>)
+    else if constexpr (std::is_floating_point_v<rep>)
         return std::chrono::duration_cast<To>(d); // an integer's range fits in any float's
     else
     {
         // Integer to integer, exactly in 128 bits: duration_cast's 64-bit arithmetic overflows
         // for hours::max() in nanoseconds, and for any count of a unit that is not a whole
         // number of To's (a third of a second: it multiplies before it divides). A 64-bit count
-        // times a 64-bit factor fits. Truncates towards zero, as duration_cast does.
+        // times a 64-bit factor fits.
         __extension__ typedef __int128 wide;
         using factor = std::ratio_divide<Period, typename To::period>;
-        const wide count = static_cast<wide>(d.count()) * factor::num / factor::den;
+        const wide scaled = static_cast<wide>(d.count()) * factor::num;
+        wide count = scaled / factor::den; // towards zero
+        if (round_up && count * factor::den < scaled)
+            ++count;
         if (count >= static_cast<wide>(To::max().count()))
             return To::max();
         if (count <= static_cast<wide>(To::min().count()))
             return To::min();
-        return To(static_cast<typename To::rep>(count));
+        return To(static_cast<rep>(count));
     }
 }
 
-// `d` in To's unit, rounded up (a deadline converted so is not reached before it), clamping to
-// To's range instead of overflowing.
+// `d` in To's unit, truncated towards zero (as duration_cast), clamped to To's range.
+template <class To, class Rep, class Period>
+constexpr To saturating_cast(std::chrono::duration<Rep, Period> d) noexcept
+{
+    return convert_saturating<To, false>(d);
+}
+
+// `d` in To's unit, rounded up (a deadline converted so is not reached before it: a third of a
+// second is 334 ms, 1.5 ns as a double is 2 ns), clamped to To's range. A floating-point To
+// keeps the fraction.
 template <class To, class Rep, class Period>
 constexpr To saturating_ceil(std::chrono::duration<Rep, Period> d) noexcept
 {
-    // To a finer unit, or to floating point: nothing to round.
-    if constexpr (std::is_floating_point_v<typename To::rep> ||
-                  std::ratio_less_v<typename To::period, Period>)
-        return saturating_cast<To>(d);
-    else
-    {
-        const To down = saturating_cast<To>(d); // towards zero
-        return down < d && down != To::max() ? down + To(1) : down;
-    }
+    return convert_saturating<To, true>(d);
 }
 
 // t + d, where a negative d counts as zero (a negative delay means "now", as in Java) and the
