@@ -276,7 +276,9 @@ public:
 
     /// Moves @p task, if it is queued here, to be due at @p due: O(log n) in place (it then comes
     /// after tasks already queued for the same time; a task that stays in the far tier counts as
-    /// pushed again by the thread that first pushed it, for the exception in set_far_tier()).
+    /// pushed again by the thread that first pushed it, for the exceptions in set_far_tier()).
+    /// A task in the main heap moved past a far task goes where a push would put it: to the far
+    /// tier, or it stays (see set_far_tier()).
     /**
      * @returns true if it was queued here and moved; false otherwise (it was never queued, has
      * been taken, or is queued elsewhere), and then nothing changes.
@@ -288,9 +290,8 @@ public:
     /// due time for it (a `std::optional<time_point>`; nullopt, or a time not later, stops), moves
     /// it there, as reschedule() does; at most @p max tasks, in one lock hold. Moving them early,
     /// together, saves a wake-up at each due time they no longer have. A head whose later due time
-    /// is at or after a task in the far tier (see set_far_tier()) moves to the far tier, if a push
-    /// would put it there, rather than bring the far tasks due before it into the main heap at
-    /// once; else it stops there. @p later_due is called under the queue's lock and must not
+    /// is at or after a task in the far tier (see set_far_tier()) goes where a push would put it,
+    /// as reschedule() moves it. @p later_due is called under the queue's lock and must not
     /// throw.
     /** @returns how many it moved. */
     template <class LaterDue>
@@ -376,7 +377,9 @@ public:
     /// next 64 move when the last of those before them is due (so no later than they are). Tasks
     /// still come out in due order, and tasks due at the same time in the order they were pushed,
     /// except two pushed from different threads that were both in the far tier: they come out in
-    /// either order.
+    /// either order; and a task that stays in the main heap though due beyond the horizon while
+    /// the tier is open (one an external leader waits for, see set_leader_finder()) may come out
+    /// before far tasks pushed before it and due at the same time.
     /// (Which tasks are far is judged from a recent clock reading; after a while with no thread
     /// looking at the clock, a task due sooner may count as far.) When memory runs out as far tasks
     /// move, those that could not leave the far tier try again a millisecond later (a tick of a
@@ -918,8 +921,13 @@ private:
     // then nothing changes.
     bool move_to_far_tier(std::size_t at, node& task, time_point due) noexcept;
     // Under the lock: before a task is pushed or moved to `due` in the main heap, moves the far
-    // tasks it would pass; returns whether it looked (the task's position may have changed).
+    // tasks it would pass (those due within the horizon, while the tier is open); returns whether
+    // it looked (the task's position may have changed).
     bool move_far_tasks_before(time_point due) noexcept;
+    // Under the lock: moves the main heap's entry at `at`, for `task`, to `due`, where a push
+    // would put it: to the far tier (then nullopt), or else its position in the main heap, after
+    // the far tasks due within the horizon.
+    std::optional<std::size_t> move_as_pushed(std::size_t at, node& task, time_point due) noexcept;
     // Under the lock, at `now`: moves the far tasks if the marker is due.
     void move_far_tasks_if_due(time_point now) noexcept;
     // Under the lock: puts the marker at far_earliest() less the lead; if that is before `after`,

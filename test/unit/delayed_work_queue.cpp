@@ -1154,6 +1154,45 @@ BOOST_FIXTURE_TEST_CASE(take_led_takes_only_due_heads_of_its_own_leader, led_que
     BOOST_TEST(id_of(queue.poll()) == 100);
 }
 
+// A led task stays in the main heap however far ahead it is due (a push never puts it in the far
+// tier). Pushed, moved or deferred past far tasks, it brings into the main heap only those due
+// within the horizon, not every far task due before it: with 200k far tasks, that took one lock
+// hold of 100-170 ms (a review's measure). The far tasks still come out in due order around it.
+BOOST_FIXTURE_TEST_CASE(a_led_task_past_the_horizon_moves_no_far_task_due_after_the_horizon,
+                        led_queue_fixture)
+{
+    using access = sched::detail::queue_access<queue_type>;
+    queue.set_far_tier(1s, 4);
+    auto& near_far = make(100); // far now, within the horizon once the clock has moved
+    auto& far = make(101);
+    auto& later_far = make(102);
+    auto& led = make(1);
+    queue.push(near_far, 2s);
+    queue.push(far, 5s);
+    queue.push(later_far, 20s);
+    BOOST_TEST_REQUIRE(access::in_far_tier(far));
+    queue.push(led, 10s); // led: in the main heap, past far tasks
+    BOOST_TEST(!access::in_far_tier(led));
+    BOOST_TEST(access::in_far_tier(far));
+    BOOST_TEST(access::in_far_tier(near_far));
+    manual_clock::advance(1500ms);
+    BOOST_TEST(queue.reschedule(led, at(15s))); // later, past them still
+    BOOST_TEST(!access::in_far_tier(led));
+    BOOST_TEST(!access::in_far_tier(near_far)); // due within the horizon: moved in first
+    BOOST_TEST(access::in_far_tier(far));
+    const auto later_due = [&](node& n) noexcept {
+        return &n == &led ? std::optional(at(18s)) : std::nullopt;
+    };
+    manual_clock::advance(500ms);
+    BOOST_TEST(id_of(queue.poll()) == 100);
+    manual_clock::advance(13s); // 15 s: the led task is due, and pushed back
+    BOOST_TEST(queue.defer_heads(at(15s), 1, later_due) == 1u);
+    BOOST_TEST((queue.due_time(led) == at(18s)));
+    BOOST_TEST(access::in_far_tier(later_far));
+    manual_clock::advance(5s);
+    BOOST_TEST(poll_all() == (std::vector<int>{101, 1, 102}), boost::test_tools::per_element());
+}
+
 BOOST_FIXTURE_TEST_CASE(removing_the_led_head_steps_its_leader_down_once_it_leads_nothing,
                         led_queue_fixture)
 {

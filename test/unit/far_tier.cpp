@@ -183,6 +183,27 @@ BOOST_AUTO_TEST_CASE(a_far_task_can_be_removed_and_rescheduled)
     BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
 }
 
+// A remove() that comes while a push to the far tier is between its check (push_if()'s predicate)
+// and the push waits for the push, and finds the task: such a push holds its shard's lock only.
+// Before, a remove that found the task in no heap, and no shard recorded in it yet, gave up; so a
+// cancel that the pusher's check had missed left the task queued until it fell due (a pool's
+// deadline test hung, its cancelled wait queued an hour ahead on the manual clock).
+BOOST_AUTO_TEST_CASE(a_remove_during_a_push_to_the_far_tier_waits_for_it_and_finds_the_task,
+                     *boost::unit_test::timeout(60))
+{
+    auto& task = make(1);
+    queue.push(make(2), 5s); // far: later far pushes take their shard's lock only
+    std::future<bool> removed;
+    const bool pushed = queue.push_if(task, at(10s), [&] {
+        removed = std::async(std::launch::async, [&] { return queue.remove(task); });
+        // Still waiting once this check has had time to let it through (it returned at once).
+        return removed.wait_for(100ms) == std::future_status::timeout;
+    });
+    BOOST_TEST(pushed);
+    BOOST_TEST(removed.get());
+    BOOST_TEST(queue.size() == 1u);
+}
+
 // defer_heads() (the waits of deadlines pushed back) moves a head past a far task to the far tier,
 // as a push would put it: in the main heap, every far task due before it would move there first,
 // in one lock hold (a review measured 60 ms with 200k far tasks). Before a far task, it moves in
