@@ -168,6 +168,18 @@ public:
         return claimed && this->cancel(false);
     }
 
+    bool ends_at_never() noexcept override
+    {
+        if (link_.load(std::memory_order_relaxed) == 0)
+            return true;
+        // A move claims the word only while it is not `fired`: one after this fails.
+        return with_word([](word_type& word) {
+            typename word_type::rep expected = word_type::never;
+            return word.value.compare_exchange_strong(
+                expected, word_type::fired, std::memory_order_acq_rel, std::memory_order_acquire);
+        });
+    }
+
     std::optional<time_point> lazy_due() noexcept override
     {
         if (link_.load(std::memory_order_relaxed) == 0)

@@ -216,6 +216,12 @@ public:
     // ended.
     virtual std::optional<time_point> lazy_due() noexcept { return std::nullopt; }
 
+    // Runner only, under its queue's lock, as it would put the task back due "never" where no
+    // such task may stay (a shut-down pool): whether it is due never still, and then no move of
+    // its due time succeeds from now on; false if it has moved since its runner read it (a
+    // deadline's wait), or ended otherwise. Its runner then puts it back, or it ends.
+    virtual bool ends_at_never() noexcept { return true; }
+
     using kept_place = typename basic_delayed_work_queue<Clock>::kept_place;
 
     // For a periodic task, as it leaves its pool's queue to run (under the queue's lock): where

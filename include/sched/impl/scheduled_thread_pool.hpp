@@ -612,9 +612,15 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
     try
     {
         // Checked under the queue's lock (or a far shard's): a cancel or a shutdown that came
-        // while the task ran either finds it queued (and takes it out) or is seen here.
+        // while the task ran either finds it queued (and takes it out) or is seen here. One due
+        // "never" that a shut-down pool refuses ends there, unless it is a deadline's wait whose
+        // owner has moved it since the runner read it (and waits for this push to move the entry
+        // there): before, such a wait ended though the move had returned true (a review's
+        // finding).
         auto allowed = [&] {
-            return keeps_after_shutdown(*t, due) && belongs_in_queue(*t);
+            return belongs_in_queue(*t) &&
+                   (keeps_after_shutdown(*t, due) ||
+                    (due == time_point::max() && may_run(*t) && !t->ends_at_never()));
         };
         // A periodic task keeps its place among tasks due at the same time, as Java's keeps its
         // sequence number; a deadline's wait pushed back takes a new one, as one pulled in does.
