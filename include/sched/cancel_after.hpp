@@ -73,7 +73,9 @@ private:
  * effect (for an operation without one of its own, @p scheduler's io_context). Asio 1.81's
  * adapter tokens (redirect_error, as_tuple, bind_executor, consign, ...) hide the operation's
  * executor from the token inside them: put cancel_after outermost on an I/O object's operation.
- * Cancellation emitted on @p token's own slot is passed on to the operation too.
+ * Cancellation emitted on @p token's own slot is passed on to the operation too; but an adapter
+ * outside cancel_after that binds a slot (`bind_cancellation_slot(slot, cancel_after(...))`)
+ * gives the operation its slot instead, and the timeout then cancels nothing: bind it inside.
  *
  * The timeout is a task of the pool, under its shutdown policies: a shutdown() that keeps
  * delayed tasks (the default) lets it fire; shutdown_now(), the pool's destruction or a

@@ -5,6 +5,7 @@
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution/executor.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/io_context.hpp>
@@ -196,6 +197,10 @@ class handler_work
 {
 public:
     using handler_executor = boost::asio::associated_executor_t<Handler, IoExecutor>;
+    static_assert(boost::asio::execution::is_executor<handler_executor>::value,
+                  "sched: a handler's associated executor must be a standard executor; a legacy "
+                  "(Networking TS only) one, such as Boost 1.81's io_context::strand, is not "
+                  "supported: use boost::asio::make_strand(io) instead");
 
     handler_work(const Handler& handler,
                  const IoExecutor& io,
