@@ -13,6 +13,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -477,6 +478,49 @@ BOOST_FIXTURE_TEST_CASE(a_move_racing_the_worker_of_a_shut_down_pool_holds,
             move_returned = d.expires_after(1ms);
         });
         manual_clock::advance(1ms);
+        mover.join();
+        manual_clock::advance(1ms);
+        complete_one();
+        BOOST_TEST_REQUIRE(round_result.has_value());
+        if (move_returned)
+        {
+            ++moved;
+            BOOST_TEST_REQUIRE(!*round_result,
+                               "round " << round << ": " << round_result->message());
+        }
+        else
+            BOOST_TEST_REQUIRE((*round_result == sched::error::shutdown));
+    }
+    BOOST_TEST_MESSAGE(moved << " of 300 moves came in time");
+}
+
+// A wait armed "never" (before its deadline has an expiry), moved to a finite expiry as a
+// shutdown that keeps delayed tasks drops it for being due "never": a move that returned true
+// holds, and the wait fires at it; one that returned false came too late, and the wait ended
+// with error::shutdown. Before, the shutdown judged the entry by its due time, and ended the wait
+// after the move had returned true (a review's finding).
+BOOST_FIXTURE_TEST_CASE(a_move_racing_a_shutdown_that_drops_the_wait_holds,
+                        deadline_fixture,
+                        *boost::unit_test::timeout(300))
+{
+    int moved = 0;
+    for (int round = 0; round < 300; ++round)
+    {
+        sched::test::manual_pool round_pool(single_worker());
+        manual_deadline d(io, round_pool);
+        std::optional<error_code> round_result;
+        d.async_wait([&](error_code ec) { round_result = ec; }); // due "never"
+        std::atomic<bool> moving{false};
+        bool move_returned = false;
+        std::thread mover([&] {
+            moving.store(true);
+            move_returned = d.expires_after(1ms);
+        });
+        while (!moving.load())
+        {}
+        for (int spin = 0; spin < round * 8; ++spin) // a little later each round, through the move
+            (void)moving.load();
+        round_pool.shutdown();
         mover.join();
         manual_clock::advance(1ms);
         complete_one();

@@ -168,12 +168,17 @@ public:
         return claimed && this->cancel(false);
     }
 
-    bool ends_at_never() noexcept override
+    bool end_moves(bool only_if_never) noexcept override
     {
         if (link_.load(std::memory_order_relaxed) == 0)
             return true;
-        // A move claims the word only while it is not `fired`: one after this fails.
-        return with_word([](word_type& word) {
+        // A move succeeds only while the word is not `fired`: none does after this.
+        return with_word([&](word_type& word) {
+            if (!only_if_never)
+            {
+                word.value.store(word_type::fired, std::memory_order_release);
+                return true;
+            }
             typename word_type::rep expected = word_type::never;
             return word.value.compare_exchange_strong(
                 expected, word_type::fired, std::memory_order_acq_rel, std::memory_order_acquire);

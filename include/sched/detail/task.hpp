@@ -216,11 +216,16 @@ public:
     // ended.
     virtual std::optional<time_point> lazy_due() noexcept { return std::nullopt; }
 
-    // Runner only, under its queue's lock, as it would put the task back due "never" where no
-    // such task may stay (a shut-down pool): whether it is due never still, and then no move of
-    // its due time succeeds from now on; false if it has moved since its runner read it (a
-    // deadline's wait), or ended otherwise. Its runner then puts it back, or it ends.
-    virtual bool ends_at_never() noexcept { return true; }
+    // As a shut-down pool ends the task, before anything else runs (its runner, as it would put
+    // it back due "never", under its queue's lock; a shutdown, as it drops it): no move of its
+    // due time succeeds from now on, and true; unless `only_if_never` and it is not due "never"
+    // now (a deadline's wait moved since it was read, or ended otherwise): then false, and
+    // nothing changes. A task whose due time moves only through its queue has none to end.
+    virtual bool end_moves(bool only_if_never) noexcept
+    {
+        (void)only_if_never;
+        return true;
+    }
 
     using kept_place = typename basic_delayed_work_queue<Clock>::kept_place;
 

@@ -207,10 +207,19 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
             failure);
         drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for next time
     }
+    // Before any of them ends: no move of a dropped deadline's wait succeeds from here (else
+    // one could return true and the wait end all the same, or a callable's destructor below
+    // move a wait dropped after it, and spin for ever for it to go back). One dropped for its
+    // due time, "never", that has moved to another since goes back, to be moved.
+    const auto ending = std::partition(dropped.begin(), dropped.end(), [this](const task_ptr& t) {
+        return t->state() == future_state::pending && !t->end_moves(may_run(*t));
+    });
+    for (auto moved = dropped.begin(); moved != ending; ++moved)
+        requeue(std::move(*moved), time_point::max());
     // Without the lock: the callables dropped (their destructors, a handler told of the
     // shutdown) may shut the pool down again.
-    for (task_ptr& t : dropped)
-        retire_cancelled(std::move(t));
+    for (auto t = ending; t != dropped.end(); ++t)
+        retire_cancelled(std::move(*t));
     stop_if_idle(); // if nothing is queued or running, the workers may go
     if (failure)
         std::rethrow_exception(failure);
@@ -238,7 +247,8 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
         }
         for (task_ptr& t : taken) // in due order
         {
-            t->disown(); // the handle decides now; the pool may be gone by then
+            (void)t->end_moves(false); // no move of a deadline's wait succeeds now (see shutdown())
+            t->disown();               // the handle decides now; the pool may be gone by then
             // An executor function is not handed back: it may hold the pool's own executor (a
             // strand's next turn, a coroutine's step), which must not outlive the pool.
             if (t->state() == future_state::pending && !t->completes_handler() &&
@@ -620,7 +630,7 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
         auto allowed = [&] {
             return belongs_in_queue(*t) &&
                    (keeps_after_shutdown(*t, due) ||
-                    (due == time_point::max() && may_run(*t) && !t->ends_at_never()));
+                    (due == time_point::max() && may_run(*t) && !t->end_moves(true)));
         };
         // A periodic task keeps its place among tasks due at the same time, as Java's keeps its
         // sequence number; a deadline's wait pushed back takes a new one, as one pulled in does.
