@@ -20,6 +20,7 @@
 #include <optional>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/counting_allocator.hpp"
@@ -451,90 +452,100 @@ BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_po
     BOOST_TEST((result && *result == sched::error::shutdown));
 }
 
+namespace {
+
+// Rounds of a deadline's move racing a shut-down pool's end of its wait, each on a pool of its
+// own: a move that returned true holds (the wait fires at its new expiry, 1 ms on); one that
+// returned false came too late (the wait ended with error::shutdown).
+struct moves_racing_a_shutdown : deadline_fixture
+{
+    static constexpr int rounds = 300;
+
+    // arm(deadline, handler) arms the round's wait; race(round, pool, deadline) races the move
+    // against the pool's end of it, and returns what the move returned once both are done.
+    template <class Arm, class Race>
+    void check_rounds(Arm arm, Race race)
+    {
+        int moved = 0;
+        for (int round = 0; round < rounds; ++round)
+        {
+            sched::test::manual_pool round_pool(single_worker());
+            manual_deadline d(io, round_pool);
+            std::optional<error_code> round_result;
+            arm(d, [&](error_code ec) { round_result = ec; });
+            const bool move_returned = race(round, round_pool, d);
+            manual_clock::advance(1ms);
+            complete_one();
+            BOOST_TEST_REQUIRE(round_result.has_value());
+            if (move_returned)
+            {
+                ++moved;
+                BOOST_TEST_REQUIRE(!*round_result,
+                                   "round " << round << ": " << round_result->message());
+            }
+            else
+                BOOST_TEST_REQUIRE((*round_result == sched::error::shutdown));
+        }
+        BOOST_TEST_MESSAGE(moved << " of " << rounds << " moves came in time");
+    }
+};
+
+} // namespace
+
 // A wait pushed back to "never", then moved to a finite expiry after a shutdown that keeps delayed
 // tasks, just as the worker takes its entry at the old expiry to put it back at the expiry it
 // read ("never", which a shut-down pool refuses): a move that returned true holds, and the wait
 // fires at it. Before, the worker judged the entry by the expiry it had read, and the wait ended
 // with error::shutdown after the move had returned true (a review's finding: 14 rounds in 1,000).
-// Each round races the move against the worker and checks the outcome against what it returned.
 BOOST_FIXTURE_TEST_CASE(a_move_racing_the_worker_of_a_shut_down_pool_holds,
-                        deadline_fixture,
+                        moves_racing_a_shutdown,
                         *boost::unit_test::timeout(300))
 {
-    int moved = 0;
-    for (int round = 0; round < 300; ++round)
-    {
-        sched::test::manual_pool round_pool(single_worker());
-        manual_deadline d(io, round_pool);
-        std::optional<error_code> round_result;
-        d.expires_after(1ms);
-        d.async_wait([&](error_code ec) { round_result = ec; });
-        BOOST_TEST_REQUIRE(d.expires_at(manual_clock::time_point::max())); // lazily
-        round_pool.shutdown();
-        bool move_returned = false;
-        std::thread mover([&] {
-            while (round_pool.queue().size() != 0) // until the worker has taken the entry
-            {}
-            move_returned = d.expires_after(1ms);
+    check_rounds(
+        [](manual_deadline& d, auto handler) {
+            d.expires_after(1ms);
+            d.async_wait(std::move(handler));
+            BOOST_TEST_REQUIRE(d.expires_at(manual_clock::time_point::max())); // lazily
+        },
+        [](int, sched::test::manual_pool& pool, manual_deadline& d) {
+            pool.shutdown();
+            bool move_returned = false;
+            std::thread mover([&] {
+                while (pool.queue().size() != 0) // until the worker has taken the entry
+                {}
+                move_returned = d.expires_after(1ms);
+            });
+            manual_clock::advance(1ms);
+            mover.join();
+            return move_returned;
         });
-        manual_clock::advance(1ms);
-        mover.join();
-        manual_clock::advance(1ms);
-        complete_one();
-        BOOST_TEST_REQUIRE(round_result.has_value());
-        if (move_returned)
-        {
-            ++moved;
-            BOOST_TEST_REQUIRE(!*round_result,
-                               "round " << round << ": " << round_result->message());
-        }
-        else
-            BOOST_TEST_REQUIRE((*round_result == sched::error::shutdown));
-    }
-    BOOST_TEST_MESSAGE(moved << " of 300 moves came in time");
 }
 
 // A wait armed "never" (before its deadline has an expiry), moved to a finite expiry as a
 // shutdown that keeps delayed tasks drops it for being due "never": a move that returned true
-// holds, and the wait fires at it; one that returned false came too late, and the wait ended
-// with error::shutdown. Before, the shutdown judged the entry by its due time, and ended the wait
-// after the move had returned true (a review's finding).
+// holds, and the wait fires at it. Before, the shutdown judged the entry by its due time, and
+// ended the wait after the move had returned true (a review's finding).
 BOOST_FIXTURE_TEST_CASE(a_move_racing_a_shutdown_that_drops_the_wait_holds,
-                        deadline_fixture,
+                        moves_racing_a_shutdown,
                         *boost::unit_test::timeout(300))
 {
-    int moved = 0;
-    for (int round = 0; round < 300; ++round)
-    {
-        sched::test::manual_pool round_pool(single_worker());
-        manual_deadline d(io, round_pool);
-        std::optional<error_code> round_result;
-        d.async_wait([&](error_code ec) { round_result = ec; }); // due "never"
-        std::atomic<bool> moving{false};
-        bool move_returned = false;
-        std::thread mover([&] {
-            moving.store(true);
-            move_returned = d.expires_after(1ms);
-        });
-        while (!moving.load())
-        {}
-        for (int spin = 0; spin < round * 8; ++spin) // a little later each round, through the move
-            (void)moving.load();
-        round_pool.shutdown();
-        mover.join();
-        manual_clock::advance(1ms);
-        complete_one();
-        BOOST_TEST_REQUIRE(round_result.has_value());
-        if (move_returned)
-        {
-            ++moved;
-            BOOST_TEST_REQUIRE(!*round_result,
-                               "round " << round << ": " << round_result->message());
-        }
-        else
-            BOOST_TEST_REQUIRE((*round_result == sched::error::shutdown));
-    }
-    BOOST_TEST_MESSAGE(moved << " of 300 moves came in time");
+    check_rounds([](manual_deadline& d, auto handler) { d.async_wait(std::move(handler)); },
+                 [](int round, sched::test::manual_pool& pool, manual_deadline& d) {
+                     std::atomic<bool> moving{false};
+                     bool move_returned = false;
+                     std::thread mover([&] {
+                         moving.store(true);
+                         move_returned = d.expires_after(1ms);
+                     });
+                     while (!moving.load())
+                     {}
+                     // A little later each round, through the move.
+                     for (int spin = 0; spin < round * 8; ++spin)
+                         (void)moving.load();
+                     pool.shutdown();
+                     mover.join();
+                     return move_returned;
+                 });
 }
 
 // A shut-down pool moves no wait early with another (see the_waits_pushed_back_right_behind_one_

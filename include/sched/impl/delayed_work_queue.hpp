@@ -377,8 +377,8 @@ basic_delayed_work_queue<Clock>::move_as_pushed(std::size_t at, node& task, time
     {
         if (move_to_far_tier(at, task, due))
             return std::nullopt;
-        (void)move_far_tasks_before(due);
-        at = *heap_.find(task);
+        if (move_far_tasks_before(due))
+            at = *heap_.find(task);
     }
     return heap_.move(at, due);
 }
