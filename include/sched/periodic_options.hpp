@@ -47,11 +47,12 @@ public:
     /// skipped. A run late by less than a period runs.
     static constexpr missed_tick_policy skip() noexcept { return {kind::skip, 0}; }
 
-    /// A late run moves the grid: the next run is due a period after this one started, and its
-    /// tick::missed counts the whole periods it was late (java.util.Timer's schedule with a
-    /// period; the only policy of a fixed-delay task). With jitter, a late start carries its own
-    /// offset into the grid: intervals stay within the period ± the spread, but the task's phase
-    /// wanders (burst() and skip() keep it).
+    /// Each run moves the grid to its start (one started before it was due does not): the next
+    /// run is due a period after this one started, and its tick::missed counts the whole periods
+    /// it was late (java.util.Timer's schedule with a period; the only policy of a fixed-delay
+    /// task). With jitter, each start carries its own offset into the grid: intervals stay
+    /// within the period ± the spread, but the task's phase wanders (burst() and skip() keep
+    /// it).
     static constexpr missed_tick_policy delay() noexcept { return {kind::delay, 0}; }
 
     /// Which policy this is.
@@ -109,7 +110,7 @@ private:
 /// A random offset for each run of a periodic task, uniform in [-spread, +spread] around its
 /// point on the grid, so that many tasks with one period (heartbeats of 10,000 connections) do
 /// not run in lock-step. The grid itself does not move, so a fixed rate keeps its average rate
-/// (unless missed_tick_policy::delay() moves the grid after a late run, jitter included).
+/// (unless missed_tick_policy::delay() moves the grid to each run's start, jitter included).
 class jitter
 {
 public:

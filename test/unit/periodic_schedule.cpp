@@ -306,6 +306,35 @@ BOOST_AUTO_TEST_CASE(delay_with_jitter_plans_the_next_run_a_period_after_a_late_
     }
 }
 
+// A run that starts right when due moves the grid as a late one does: java.util.Timer's fixed
+// delay counts from each start, jitter included. Before, the grid kept the point and dropped the
+// run's offset, so on a manual clock intervals between starts reached the period ± twice the
+// spread; a twin schedule whose runs start a tick late shows where each must be due.
+BOOST_AUTO_TEST_CASE(delay_with_jitter_counts_an_on_time_start_as_its_start)
+{
+    const periodic_options options{
+        .missed = missed_tick_policy::delay(), .spread = jitter::uniform(4s), .seed = 7};
+    schedule on_time(period_kind::fixed_rate, 10s, options);
+    schedule a_tick_late(period_kind::fixed_rate, 10s, options);
+    time_point due = on_time.first_due(at(100s));
+    time_point late_due = a_tick_late.first_due(at(100s));
+    BOOST_TEST_REQUIRE((due == late_due));
+    for (int k = 0; k < 100; ++k)
+    {
+        BOOST_TEST_CONTEXT("run " << k)
+        {
+            const run_result r = run(on_time, due, due, due + 1s);
+            const time_point late_start = late_due + 1ns;
+            const run_result l = run(a_tick_late, late_due, late_start, late_start + 1s);
+            BOOST_TEST_REQUIRE((r.next - due >= 6s));
+            BOOST_TEST_REQUIRE((r.next - due <= 14s));
+            BOOST_TEST_REQUIRE((r.next - due == l.next - late_start));
+            due = r.next;
+            late_due = l.next;
+        }
+    }
+}
+
 // Seeds that differ by little (connection numbers, say) must not give offsets close together:
 // minstd_rand's first output follows its seed linearly (seeds 1 to 1,000 all gave a first offset
 // in the lower third of the spread).

@@ -154,9 +154,11 @@ public:
                 break;
             case missed_tick_policy::kind::delay:
                 // The grid moves to this start: the next point is a period after it (and the
-                // next run's own jitter moves that run, not this one's, which has passed).
+                // next run's own jitter moves that run, not this one's, which has passed). A run
+                // that starts right when due moves it too, or its offset would be dropped from
+                // the interval to the next start; one started early (by a task handle) does not.
                 missed_ += late_periods;
-                if (now > due)
+                if (now >= due)
                     point_ = now;
                 break;
             }
