@@ -886,6 +886,51 @@ BOOST_AUTO_TEST_CASE(destroying_the_pool_destroys_unrun_a_handler_bound_to_it)
     BOOST_TEST(handler_state.expired());
 }
 
+// Work bound to the pool (its executor, or a strand of it), a periodic operation's tick or a
+// one-shot operation's work, goes as the operation ends, on the pool's side: the node that the
+// io_context frees later holds nothing of the pool's. Before, the node kept the work (with its
+// strand) and the tick's outstanding work on the pool until the completion freed it on the
+// io_context, after the pool was gone (ASan saw both freed memory used), and a graceful shutdown
+// waited for that io_context to run before the pool could terminate.
+BOOST_AUTO_TEST_CASE(work_bound_to_the_pool_goes_before_the_pool_does)
+{
+    sched::test::manual_clock_fixture time;
+    boost::asio::io_context io;
+    int told = 0;
+    auto alive = std::make_shared<int>(0);
+    const std::weak_ptr<int> work_state = alive;
+    sched::pool_options options;
+    options.execute_existing_delayed_tasks_after_shutdown = false; // shutdown() ends them all
+    {
+        manual_pool pool(std::move(options));
+        manual_scheduler scheduler(io, pool);
+        const auto shut_down = [&told](std::exception_ptr e, auto&&...) {
+            told += code_in(e) == make_error_code(sched::error::shutdown);
+        };
+        scheduler.async_schedule_at_fixed_rate(
+            1h, 1h, boost::asio::bind_executor(boost::asio::make_strand(pool), [alive] {}),
+            shut_down);
+        scheduler.async_schedule_at_fixed_rate(
+            1h, 1h, boost::asio::bind_executor(pool.get_executor(), [alive] {}), shut_down);
+        scheduler.async_schedule(
+            1h, boost::asio::bind_executor(boost::asio::make_strand(pool), [alive] {}), shut_down);
+        boost::asio::cancellation_signal signal;
+        scheduler.async_schedule_at_fixed_rate(
+            1h, 1h, boost::asio::bind_executor(boost::asio::make_strand(pool), [alive] {}),
+            boost::asio::bind_cancellation_slot(
+                signal.slot(), [&told](std::exception_ptr e, std::size_t) {
+                    told += code_in(e) == boost::asio::error::operation_aborted;
+                }));
+        signal.emit(cancellation_type::terminal);
+        alive.reset();
+        pool.shutdown();
+        BOOST_TEST(pool.await_termination(60s)); // the io_context has not run
+    }
+    BOOST_TEST(work_state.expired()); // every work went with its operation
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST(told == 4);
+}
+
 // A long-lived io_context on which pools come and go keeps nothing of those gone: its service
 // drops their entries, and their alarms' timers once no handler of theirs is queued there.
 BOOST_AUTO_TEST_CASE(an_io_context_keeps_no_entry_for_the_pools_it_outlives,

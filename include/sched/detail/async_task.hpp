@@ -296,9 +296,9 @@ public:
             try
             {
                 if constexpr (std::is_void_v<work_result>)
-                    invoke_body(work_, stop_, runner_stop);
+                    invoke_body(*work_, stop_, runner_stop);
                 else
-                    result_.value.emplace(invoke_body(work_, stop_, runner_stop));
+                    result_.value.emplace(invoke_body(*work_, stop_, runner_stop));
                 this->end_completing(future_state::normal);
                 return {};
             }
@@ -319,7 +319,7 @@ public:
             this->disown(); // the pool may be gone by then: see owner_link
             scheduler_service<Clock>* const counted = counted_ ? service_ : nullptr;
             boost::asio::execution_context& target = boost::asio::query(
-                boost::asio::get_associated_executor(work_), boost::asio::execution::context);
+                boost::asio::get_associated_executor(*work_), boost::asio::execution::context);
             // Let go of once posted, without touching the node: it may have ticked and ended by
             // then.
             const bool home = counted && &counted->context() == &target;
@@ -334,7 +334,8 @@ public:
             try
             {
                 scheduler_service<Clock>::post_to(target, counted, [&] {
-                    boost::asio::post(boost::asio::get_associated_executor(work_), std::move(tick));
+                    boost::asio::post(boost::asio::get_associated_executor(*work_),
+                                      std::move(tick));
                 });
             }
             catch (...) // out of memory
@@ -555,7 +556,7 @@ private:
         : base(opts.kind,
                opts.held ? 2 : 1,
                pool_access::owner_number(pool)), // the runner's [, held]
-          queued_completion(&run_queued), work_(std::forward<W>(work)),
+          queued_completion(&run_queued), work_(std::in_place, std::forward<W>(work)),
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation: from its
           // start until its completion is posted.
@@ -569,7 +570,7 @@ private:
             if constexpr (tick_is_bound<Work>)
             {
                 link_ = pool_access::link(pool);
-                const auto tick_executor = boost::asio::get_associated_executor(work_);
+                const auto tick_executor = boost::asio::get_associated_executor(*work_);
                 tick_work_.emplace(boost::asio::prefer(
                     tick_executor, boost::asio::execution::outstanding_work.tracked));
                 const boost::asio::execution_context& ticks_context =
@@ -656,7 +657,7 @@ private:
             return nullptr; // a total cancellation came first: the operation is ending
         try
         {
-            invoke_periodic(work_, stop_, runner_stop, *tick);
+            invoke_periodic(*work_, stop_, runner_stop, *tick);
             ticks_.fetch_add(1, std::memory_order_relaxed);
             schedule_->succeeded();
             return nullptr;
@@ -687,6 +688,11 @@ private:
     {
         if (this->state() == future_state::pending)
             return; // queueing failed: the initiating function throws instead
+        // The work and a bound tick's outstanding work go while the pool is there (see work_);
+        // the work first, with its copies of that executor.
+        work_.reset();
+        if constexpr (has_bound_tick)
+            tick_work_.reset();
         if (held_)
         {
             this->add_ref(); // the completion's own
@@ -886,7 +892,9 @@ private:
         }
     }
 
-    [[no_unique_address]] Work work_;
+    // Destroyed as the outcome settles, on the runner: it may hold executors of the pool (a strand
+    // of it), which may be gone by the time the completion frees the node.
+    std::optional<Work> work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
     boost::asio::cancellation_slot slot_;
