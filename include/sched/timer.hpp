@@ -254,7 +254,7 @@ public:
         }
         // Their callables go once the lock is free: what their destructors do may call cancel().
         while (left)
-            std::exchange(left, left->next_taken)->keep.reset();
+            node_type::let_go(std::move(std::exchange(left, left->next_taken)->keep));
     }
 
     /// Removes the cancelled tasks from the queue (java.util.Timer.purge()).
@@ -265,7 +265,7 @@ public:
             [](const node_type& n) { return n.state() == timer_task_state::cancelled; });
         std::size_t count = 0;
         for (; removed; ++count)
-            std::exchange(removed, removed->next_taken)->keep.reset();
+            node_type::let_go(std::move(std::exchange(removed, removed->next_taken)->keep));
         return count;
     }
 
@@ -391,7 +391,18 @@ private:
 
     void run(node_type& n)
     {
-        std::shared_ptr<node_type> keep = std::move(n.keep);
+        // The timer's reference, until the task goes back in the queue; if it does not, it will
+        // not run again, and the timer lets go of it (once the lock is free).
+        struct timers_reference
+        {
+            std::shared_ptr<node_type> keep;
+            ~timers_reference()
+            {
+                if (keep)
+                    node_type::let_go(std::move(keep));
+            }
+        } held{std::move(n.keep)};
+        std::shared_ptr<node_type>& keep = held.keep;
         {
             std::lock_guard lock(mutex_);
             if (cancelled_) // taken as cancel() began: dropped, as the rest of the queue

@@ -23,6 +23,10 @@ class basic_timer;
 /// task can be scheduled once: scheduling it again, or after cancel(), throws
 /// sched::task_already_scheduled.
 /**
+ * The callable is destroyed once the task will not run again (a one-shot task ran, a periodic one
+ * ended, or a cancelled task left its timer's queue), on the thread where that happened, even
+ * while copies of the task remain: a callable may hold a copy of its own task, to cancel it.
+ *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: cancel(), state() and scheduled_execution_time() may be
  * called from any thread, including from inside the task; assigning to an object is not safe

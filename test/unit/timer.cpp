@@ -107,6 +107,52 @@ BOOST_AUTO_TEST_CASE(a_one_shot_task_runs_when_due_and_goes_virgin_scheduled_exe
     BOOST_TEST(task.scheduled_execution_time() == at(10s));
 }
 
+// A task's callable goes once the task will not run again, even while copies of the task
+// remain, so what it holds goes too: after a one-shot run, when a cancelled task leaves the queue
+// (purge() here), and when a periodic task ends. A callable may then hold a copy of its own task
+// to cancel it, as a Java TimerTask's run() calls this.cancel(). Before, the callable lived as
+// long as the task's copies, so that one kept itself, and all it held, for ever.
+BOOST_AUTO_TEST_CASE(a_callable_goes_once_its_task_will_not_run_again)
+{
+    manual_timer timer;
+    // What each callable holds, seen through a weak_ptr.
+    const auto holding = [](std::weak_ptr<int>& seen) {
+        auto held = std::make_shared<int>(0);
+        seen = held;
+        return held;
+    };
+    std::weak_ptr<int> one_shot_state;
+    manual_task one_shot([held = holding(one_shot_state)] {});
+    std::weak_ptr<int> cancelled_state;
+    manual_task cancelled([held = holding(cancelled_state)] {});
+    std::weak_ptr<int> periodic_state;
+    counter periodic_runs;
+    {
+        auto self = std::make_shared<std::optional<manual_task>>();
+        self->emplace([self, held = holding(periodic_state), &periodic_runs] {
+            periodic_runs.increment();
+            if (periodic_runs.value() == 3)
+                (**self).cancel();
+        });
+        timer.schedule(**self, 1s, 1s);
+    }
+    BOOST_TEST_REQUIRE(!cancelled_state.expired());
+    timer.schedule(one_shot, 0s);
+    timer.schedule(cancelled, 1h);
+    BOOST_TEST(cancelled.cancel());
+    BOOST_TEST(timer.purge() == 1u);
+    BOOST_TEST(cancelled_state.expired()); // purge() let go of it
+    BOOST_TEST(sched::test::eventually([&] { return one_shot_state.expired(); }));
+    BOOST_TEST((one_shot.state() == timer_task_state::executed));
+    for (int run = 1; run <= 3; ++run)
+    {
+        manual_clock::advance(1s);
+        BOOST_TEST_REQUIRE(periodic_runs.wait_for_at_least(run));
+    }
+    BOOST_TEST(sched::test::eventually([&] { return periodic_state.expired(); }));
+    BOOST_TEST(periodic_runs.value() == 3);
+}
+
 BOOST_AUTO_TEST_CASE(fixed_rate_from_ten_periods_in_the_past_runs_exactly_the_catch_up_burst)
 {
     run_log log;

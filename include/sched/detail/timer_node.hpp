@@ -98,6 +98,12 @@ public:
     // A periodic task's schedule (the timer's thread only); empty for a one-shot task.
     std::optional<periodic_schedule<Clock>>& schedule() noexcept { return schedule_; }
 
+    // The timer lets go of a node that will not run again: its body goes first, so that what it
+    // holds goes now even while task objects keep the node, a copy of the task in its own
+    // callable included (that cycle would keep both for ever). Not under the timer's lock: the
+    // body's destructor may call the timer.
+    static void let_go(std::shared_ptr<timer_node> keep) noexcept { keep->release_body(); }
+
     // The reference that keeps the node alive while its timer has it (queued or running).
     std::shared_ptr<timer_node> keep;
     // Links the nodes a timer takes out of its queue at once, without allocating.
@@ -120,6 +126,7 @@ private:
     }
 
     virtual void invoke(const tick_type& tick) = 0;
+    virtual void release_body() noexcept = 0;
 
     std::atomic<stage> state_{stage::virgin};
     std::atomic<typename duration::rep> last_due_{time_point::min().time_since_epoch().count()};
@@ -131,19 +138,21 @@ class timer_node_for final : public timer_node<Clock>
 {
 public:
     template <class G>
-    explicit timer_node_for(G&& f) : f_(std::forward<G>(f))
+    explicit timer_node_for(G&& f) : f_(std::in_place, std::forward<G>(f))
     {}
 
 private:
     void invoke(const basic_tick<Clock>& tick) override
     {
         if constexpr (std::invocable<F&, const basic_tick<Clock>&>)
-            f_(tick);
+            (*f_)(tick);
         else
-            f_();
+            (*f_)();
     }
 
-    F f_;
+    void release_body() noexcept override { f_.reset(); }
+
+    std::optional<F> f_; // until the timer lets go of the task for good
 };
 
 } // namespace sched::detail
