@@ -78,6 +78,11 @@ class basic_pool_executor;
  * first, call shutdown() and await_termination() before. No executor of the pool may be used
  * once its destruction has begun, and a tracked one must be gone by then.
  *
+ * A process forked while a pool exists gets none of its workers: the child may build and use
+ * pools of its own, but must not use or destroy one made before the fork (its destructor
+ * hangs); so a child of a process with a pool of static storage duration ends with _exit() or
+ * exec, not exit().
+ *
  * @tparam Clock The clock that due times are read on (std::chrono::steady_clock by default;
  * sched::manual_clock in tests).
  *
