@@ -88,8 +88,9 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * completion has been posted to the handler's, as for Asio's own operations); the operation's
  * memory comes from the handler's associated allocator (a recycling allocator by default or for
  * std::allocator) and is freed before the handler runs; handlers may be move-only. The work (or
- * tick) is destroyed as its operation ends, before the completion is posted, on the thread that
- * ends it: what it holds, a strand of the pool say, goes while the pool is there.
+ * tick) goes with that memory, so it may hold the pool's last reference; unless it is bound to
+ * the pool itself (its executor, or a strand of it): then it goes as its operation ends, on the
+ * thread that ends it, while the pool is there, and must not own the pool.
  *
  * When memory runs out, an initiating function that cannot start its operation throws
  * std::bad_alloc, and its handler is destroyed unrun, as for any initiation that throws. An

@@ -931,6 +931,48 @@ BOOST_AUTO_TEST_CASE(work_bound_to_the_pool_goes_before_the_pool_does)
     BOOST_TEST(told == 4);
 }
 
+// Any other work goes with its operation's memory, as the handler's completion frees it on the
+// io_context: a work (or a tick bound to the io_context) may hold the last reference to its pool.
+// (Destroyed as the operation ended, such a work destroyed the pool from its own worker, or
+// inside the pool's hold on a tick coming back: a deadlock.)
+BOOST_AUTO_TEST_CASE(a_work_may_hold_the_last_reference_to_its_pool,
+                     *boost::unit_test::timeout(120))
+{
+    for (const bool tick : {false, true})
+    {
+        BOOST_TEST_CONTEXT("a periodic operation's tick bound to the io_context: " << tick)
+        {
+            const sched::test::stderr_capture captured; // the pool reports the tick's throw
+            boost::asio::io_context io;
+            auto pool = std::make_shared<sched::scheduled_thread_pool>(1);
+            const std::weak_ptr<sched::scheduled_thread_pool> pool_state = pool;
+            bool told = false;
+            {
+                sched::scheduler scheduler(io, *pool);
+                if (tick)
+                {
+                    scheduler.async_schedule_at_fixed_rate(
+                        0ms, 1h,
+                        boost::asio::bind_executor(io.get_executor(),
+                                                   [pool] { throw custom_error(); }),
+                        [&told](std::exception_ptr e, std::size_t ticks) {
+                            told = e && ticks == 1u;
+                        });
+                }
+                else
+                {
+                    scheduler.async_schedule(
+                        0ms, [pool] {}, [&told](std::exception_ptr e) { told = !e; });
+                }
+            }
+            pool.reset();
+            io.run_for(std::chrono::minutes(1));
+            BOOST_TEST(told);
+            BOOST_TEST(pool_state.expired());
+        }
+    }
+}
+
 // A long-lived io_context on which pools come and go keeps nothing of those gone: its service
 // drops their entries, and their alarms' timers once no handler of theirs is queued there.
 BOOST_AUTO_TEST_CASE(an_io_context_keeps_no_entry_for_the_pools_it_outlives,

@@ -66,15 +66,15 @@ struct no_work
 template <class Tick>
 inline constexpr bool tick_is_bound = has_own_executor<Tick>;
 
-// Outstanding work on the executor a periodic tick is bound to, or nothing.
+// Outstanding work on the executor a work is bound to, or nothing.
 template <class Work, bool Bound>
-struct tick_work
+struct bound_work
 {
     using type = no_work;
 };
 
 template <class Work>
-struct tick_work<Work, true>
+struct bound_work<Work, true>
 {
     using type = std::optional<tracked_executor_t<boost::asio::associated_executor_t<Work>>>;
 };
@@ -160,6 +160,8 @@ class async_task final : public std::conditional_t<Kind == async_kind::deadline_
     using tick_type = std::conditional_t<Kind == async_kind::periodic, basic_tick<Clock>, no_tick>;
 
     static constexpr bool has_bound_tick = Kind == async_kind::periodic && tick_is_bound<Work>;
+    static constexpr bool has_bound_work =
+        has_bound_tick || (Kind == async_kind::schedule && tick_is_bound<Work>);
     static constexpr bool led_by_alarm = is_wait || has_bound_tick;
 
     // A member that only periodic operations need, or only those with a bound tick.
@@ -358,7 +360,7 @@ public:
             }
             // Destroyed unrun as it was posted: the executor's context is shutting down (or it
             // is a pool that was shut down), as a bound_tick destroyed later would find.
-            tick_work_.reset();
+            bound_work_.reset();
             this->cancel(false);
             return {};
         }
@@ -497,7 +499,7 @@ private:
         {
             if (t_ && !posting_tick::destroyed(t_)) // never ran: its context is going
             {
-                t_->tick_work_.reset(); // while that context can still take it
+                t_->bound_work_.reset(); // while that context can still take it
                 t_->cancel(false);
                 // Through a copy of the link: the run's end may free the node, and the node's
                 // may be the link's last owner.
@@ -565,19 +567,22 @@ private:
         if constexpr (is_wait)
             leader_ = opts.leader;
         if constexpr (Kind == async_kind::periodic)
-        {
             schedule_ = opts.schedule;
-            if constexpr (tick_is_bound<Work>)
+        if constexpr (has_bound_work)
+        {
+            const auto work_executor = boost::asio::get_associated_executor(*work_);
+            const boost::asio::execution_context& work_context =
+                boost::asio::query(work_executor, boost::asio::execution::context);
+            work_on_pool_ = &work_context == &static_cast<boost::asio::execution_context&>(pool);
+            if (has_bound_tick || work_on_pool_)
+            {
+                bound_work_.emplace(boost::asio::prefer(
+                    work_executor, boost::asio::execution::outstanding_work.tracked));
+            }
+            if constexpr (has_bound_tick)
             {
                 link_ = pool_access::link(pool);
-                const auto tick_executor = boost::asio::get_associated_executor(*work_);
-                tick_work_.emplace(boost::asio::prefer(
-                    tick_executor, boost::asio::execution::outstanding_work.tracked));
-                const boost::asio::execution_context& ticks_context =
-                    boost::asio::query(tick_executor, boost::asio::execution::context);
-                const boost::asio::execution_context& io_context =
-                    boost::asio::query(io, boost::asio::execution::context);
-                if (&ticks_context == &io_context)
+                if (&work_context == &boost::asio::query(io, boost::asio::execution::context))
                     leader_ = opts.leader;
             }
         }
@@ -688,11 +693,17 @@ private:
     {
         if (this->state() == future_state::pending)
             return; // queueing failed: the initiating function throws instead
-        // The work and a bound tick's outstanding work go while the pool is there (see work_);
-        // the work first, with its copies of that executor.
-        work_.reset();
-        if constexpr (has_bound_tick)
-            tick_work_.reset();
+        // A work bound to the pool goes now, while the pool is there (the node may be freed
+        // after it has gone), and then the outstanding work that kept the pool from going idle
+        // meanwhile.
+        if constexpr (has_bound_work)
+        {
+            if (work_on_pool_)
+            {
+                work_.reset();
+                bound_work_.reset();
+            }
+        }
         if (held_)
         {
             this->add_ref(); // the completion's own
@@ -892,8 +903,8 @@ private:
         }
     }
 
-    // Destroyed as the outcome settles, on the runner: it may hold executors of the pool (a strand
-    // of it), which may be gone by the time the completion frees the node.
+    // Goes with the node, outside the pool (it may hold the pool's last reference); one bound to
+    // the pool goes as the outcome settles (see destroy_body()).
     std::optional<Work> work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
@@ -918,8 +929,10 @@ private:
     };
     [[no_unique_address]] if_periodic<std::atomic<first_tick>> first_tick_{};
     [[no_unique_address]] if_bound_tick<std::shared_ptr<owner_link<Clock>>> link_{};
-    // Outstanding work on a bound tick's executor, until the operation ends.
-    [[no_unique_address]] typename tick_work<Work, has_bound_tick>::type tick_work_{};
+    // Outstanding work on the executor the work is bound to: a tick's, until the operation ends;
+    // the pool's, until a work bound to it goes (a canceller may still be destroying it once the
+    // task has left the queue).
+    [[no_unique_address]] typename bound_work<Work, has_bound_work>::type bound_work_{};
     scheduler_service<Clock>* service_ = nullptr;
     // What wakes it at the head of the pool's queue instead of a worker, if anything: see leader().
     [[no_unique_address]] std::conditional_t<led_by_alarm, io_alarm<Clock>*, no_work> leader_{};
@@ -927,6 +940,7 @@ private:
     const bool held_;
     bool completion_due_ = false; // runner, then the last reference
     bool counted_ = false;        // in service_'s count of operations that may post
+    bool work_on_pool_ = false;   // the work is bound to the pool (its executor, a strand of it)
 };
 
 } // namespace sched::detail
