@@ -558,7 +558,7 @@ private:
         : base(opts.kind,
                opts.held ? 2 : 1,
                pool_access::owner_number(pool)), // the runner's [, held]
-          queued_completion(&run_queued), work_(std::in_place, std::forward<W>(work)),
+          queued_completion(&run_queued), work_(std::forward<W>(work)),
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation: from its
           // start until its completion is posted.
@@ -904,8 +904,8 @@ private:
     }
 
     // Goes with the node, outside the pool (it may hold the pool's last reference); one bound to
-    // the pool goes as the outcome settles (see destroy_body()).
-    std::optional<Work> work_;
+    // the pool goes as the outcome settles (see destroy_body()). A wait has none.
+    [[no_unique_address]] std::conditional_t<is_wait, no_work, std::optional<Work>> work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
     boost::asio::cancellation_slot slot_;
