@@ -31,8 +31,9 @@ constexpr std::size_t class_count = small_classes + (largest - small_limit) / la
 // freeing the rest) cost 310 ns a pair, none 280, all 210. A thread whose cache is empty takes up
 // to 32 blocks, and at most 4 KB, at once; so a cache keeps 256 blocks beside what is left of such
 // a refill, and once full gives back its older half. At most 288 x (8 + 16 + ... + 1,024) bytes,
-// about 6 MB, sit idle in a thread that has freed that many blocks of every class (and each such
-// block keeps its span mapped).
+// about 6 MB, sit idle in a thread that has freed that many blocks of every class; but each such
+// block keeps its span mapped, so blocks freed in no particular order (timeouts cancelled at
+// random) may keep up to 288 spans of 64 KB, 18 MB, per class and thread.
 constexpr std::size_t blocks_kept = 256;
 constexpr std::size_t refill_blocks = 32;
 constexpr std::size_t refill_bytes = 4096;
