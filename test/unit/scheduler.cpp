@@ -8,7 +8,9 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/execution/any_executor.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/io_context_strand.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/test/data/test_case.hpp>
@@ -971,6 +973,32 @@ BOOST_AUTO_TEST_CASE(a_work_may_hold_the_last_reference_to_its_pool,
             BOOST_TEST(pool_state.expired());
         }
     }
+}
+
+// A one-shot work runs on a worker whatever executor it is bound to, and any kind of executor
+// will do: only one that can name its context is asked whether it is the pool's. (Asking every
+// one broke the build for a legacy io_context::strand, and for an executor without the context
+// property.)
+BOOST_AUTO_TEST_CASE(a_one_shot_work_may_be_bound_to_any_kind_of_executor)
+{
+    boost::asio::io_context io;
+    sched::scheduled_thread_pool pool(1);
+    sched::scheduler scheduler(io, pool);
+    int results = 0;
+    const auto add = [&results](std::exception_ptr e, int value) {
+        BOOST_TEST(!e);
+        results += value;
+    };
+    scheduler.async_schedule(
+        0ms, boost::asio::bind_executor(boost::asio::io_context::strand(io), [] { return 1; }),
+        add);
+    scheduler.async_schedule(
+        0ms,
+        boost::asio::bind_executor(boost::asio::execution::any_executor<>(io.get_executor()),
+                                   [] { return 2; }),
+        add);
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST(results == 3);
 }
 
 // A long-lived io_context on which pools come and go keeps nothing of those gone: its service

@@ -66,18 +66,45 @@ struct no_work
 template <class Tick>
 inline constexpr bool tick_is_bound = has_own_executor<Tick>;
 
-// Outstanding work on the executor a work is bound to, or nothing.
-template <class Work, bool Bound>
+// Outstanding work held for an operation's work, or nothing: on the executor a periodic tick is
+// bound to (`Tick`), or on the pool, for a one-shot work that may be bound to it (`Pool`).
+template <class Clock, class Work, bool Tick, bool Pool>
 struct bound_work
 {
     using type = no_work;
 };
 
-template <class Work>
-struct bound_work<Work, true>
+template <class Clock, class Work, bool Pool>
+struct bound_work<Clock, Work, true, Pool>
 {
     using type = std::optional<tracked_executor_t<boost::asio::associated_executor_t<Work>>>;
 };
+
+template <class Clock, class Work>
+struct bound_work<Clock, Work, false, true>
+{
+    using type = std::optional<
+        tracked_executor_t<typename basic_scheduled_thread_pool<Clock>::executor_type>>;
+};
+
+// Whether `ex` is an executor of `context`; false if it cannot tell (a legacy executor, or one
+// without the context property).
+template <class Executor>
+bool executor_of(const Executor& ex, const boost::asio::execution_context& context) noexcept
+{
+    using boost::asio::execution::context_t;
+    if constexpr (boost::asio::can_query_v<const Executor&, context_t>)
+    {
+        using context_type = decltype(boost::asio::query(ex, boost::asio::execution::context));
+        if constexpr (std::is_convertible_v<context_type, const boost::asio::execution_context&>)
+        {
+            const boost::asio::execution_context& c =
+                boost::asio::query(ex, boost::asio::execution::context);
+            return &c == &context;
+        }
+    }
+    return false;
+}
 
 // The work's result for async_schedule, or nothing.
 template <async_kind Kind, class R>
@@ -571,19 +598,20 @@ private:
         if constexpr (has_bound_work)
         {
             const auto work_executor = boost::asio::get_associated_executor(*work_);
-            const boost::asio::execution_context& work_context =
-                boost::asio::query(work_executor, boost::asio::execution::context);
-            work_on_pool_ = &work_context == &static_cast<boost::asio::execution_context&>(pool);
-            if (has_bound_tick || work_on_pool_)
+            work_on_pool_ = executor_of(work_executor, pool);
+            if constexpr (has_bound_tick)
             {
                 bound_work_.emplace(boost::asio::prefer(
                     work_executor, boost::asio::execution::outstanding_work.tracked));
-            }
-            if constexpr (has_bound_tick)
-            {
                 link_ = pool_access::link(pool);
-                if (&work_context == &boost::asio::query(io, boost::asio::execution::context))
+                if (executor_of(work_executor,
+                                boost::asio::query(io, boost::asio::execution::context)))
                     leader_ = opts.leader;
+            }
+            else if (work_on_pool_)
+            {
+                bound_work_.emplace(boost::asio::prefer(
+                    pool.get_executor(), boost::asio::execution::outstanding_work.tracked));
             }
         }
     }
@@ -929,10 +957,11 @@ private:
     };
     [[no_unique_address]] if_periodic<std::atomic<first_tick>> first_tick_{};
     [[no_unique_address]] if_bound_tick<std::shared_ptr<owner_link<Clock>>> link_{};
-    // Outstanding work on the executor the work is bound to: a tick's, until the operation ends;
-    // the pool's, until a work bound to it goes (a canceller may still be destroying it once the
-    // task has left the queue).
-    [[no_unique_address]] typename bound_work<Work, has_bound_work>::type bound_work_{};
+    // Outstanding work on a bound tick's executor, until the operation ends; or on the pool, until
+    // a work bound to it goes (a canceller may still be destroying it once the task has left the
+    // queue).
+    [[no_unique_address]]
+    typename bound_work<Clock, Work, has_bound_tick, has_bound_work>::type bound_work_{};
     scheduler_service<Clock>* service_ = nullptr;
     // What wakes it at the head of the pool's queue instead of a worker, if anything: see leader().
     [[no_unique_address]] std::conditional_t<led_by_alarm, io_alarm<Clock>*, no_work> leader_{};
