@@ -79,17 +79,19 @@
 //           VmRSS growth per item, reported with and without the vector of futures (8 bytes a
 //           future; the reserved vector's pages become resident as it fills, so they are in the
 //           growth), and again after malloc_trim(0) (B_per_item_trimmed, vector included). Then
-//           future.cancel() for all; VmRSS after (B_after_cancel: the futures still hold their
-//           task objects, 56 bytes each here; the bodies and queue entries are gone), after
+//           future.cancel() for all, in random order (as timeouts are cancelled; the order is
+//           drawn before the first reading); VmRSS after (B_after_cancel: the futures still hold
+//           their task objects, 56 bytes each here; the bodies and queue entries are gone), after
 //           dropping the futures (B_after_drop: what cancelling all leaves), and after
 //           malloc_trim(0) (B_after_trim: glibc may keep freed small blocks). The vectors of
 //           handles are mapped from the kernel on their own (mapped_allocator below), so that
 //           dropping one returns all of its pages whatever malloc did before.
 //   asio    N x timers.emplace_back(io, delay).async_wait([p](error_code) {...}) into a
 //           pre-reserved vector of steady_timer (with and without the vector's sizeof(steady_timer)
-//           per item); then timer.cancel() for all and io.poll() to run the aborted handlers (the
-//           cancel rate counts both); VmRSS after, after destroying the timers, after trim.
-//           One thread does everything: Asio's best case (no wake-ups across threads).
+//           per item); then timer.cancel() for all, in the same random order, and io.poll() to
+//           run the aborted handlers (the cancel rate counts both); VmRSS after, after destroying
+//           the timers, after trim. One thread does everything: Asio's best case (no wake-ups
+//           across threads).
 //
 // W1 runs the one-producer rows at every P in --p (a list: scripts/bench.sh passes 10k to 10M for
 // the scaling plot), the two-producer rows at every P in --p2.
@@ -115,6 +117,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -634,6 +637,17 @@ struct mapped_allocator
 template <class T>
 using mapped_vector = std::vector<T, mapped_allocator<T>>;
 
+// The order W2 cancels its n items in: a random permutation of 0 .. n - 1, the same in each run.
+mapped_vector<std::uint32_t> cancel_order(std::size_t n)
+{
+    mapped_vector<std::uint32_t> order(n);
+    std::iota(order.begin(), order.end(), std::uint32_t(0));
+    bench::rng rng(12);
+    for (std::size_t i = n; i > 1; --i)
+        std::swap(order[i - 1], order[rng.next() % i]);
+    return order;
+}
+
 struct rss_readings
 {
     std::int64_t before = 0;
@@ -679,6 +693,7 @@ void w2_sched(benchmark::State& state)
         std::atomic<std::uint64_t>* const counter = &fired;
         sched::scheduled_thread_pool pool(1);
         rss_readings rss;
+        const auto order = cancel_order(n);
         mapped_vector<sched::scheduled_future<void>> futures;
         bench::trim_heap();
         rss.before = bench::vm_rss_bytes();
@@ -693,8 +708,8 @@ void w2_sched(benchmark::State& state)
         bench::trim_heap(); // drops what glibc kept of outgrown arrays
         rss.pending_trimmed = bench::vm_rss_bytes();
         const auto cancel_time = bench::timed([&] {
-            for (auto& future : futures)
-                benchmark::DoNotOptimize(future.cancel());
+            for (const std::uint32_t i : order)
+                benchmark::DoNotOptimize(futures[i].cancel());
         });
         rss.cancelled = bench::vm_rss_bytes();
         decltype(futures)().swap(futures);
@@ -715,6 +730,7 @@ void w2_asio(benchmark::State& state)
         std::atomic<std::uint64_t>* const counter = &fired;
         asio::io_context io(1);
         rss_readings rss;
+        const auto order = cancel_order(n);
         mapped_vector<asio::steady_timer> timers;
         bench::trim_heap();
         rss.before = bench::vm_rss_bytes();
@@ -734,8 +750,8 @@ void w2_asio(benchmark::State& state)
         bench::trim_heap(); // drops what glibc kept of outgrown arrays
         rss.pending_trimmed = bench::vm_rss_bytes();
         const auto cancel_time = bench::timed([&] {
-            for (auto& timer : timers)
-                timer.cancel();
+            for (const std::uint32_t i : order)
+                timers[i].cancel();
             io.poll(); // run the N aborted handlers: only then is a wait's memory released
         });
         rss.cancelled = bench::vm_rss_bytes();

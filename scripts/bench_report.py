@@ -272,7 +272,7 @@ def pool_w2_section(r, rows):
     r.target("W2, bytes per pending one-shot task (with its future)",
              "≤ 56 bytes (whole bytes a task)", f"{s['B_per_item']:.1f} bytes",
              round(s["B_per_item"]) <= 56)
-    r.target("W2, cancelling all (in the order armed) and dropping the handles returns the memory",
+    r.target("W2, cancelling all (in random order) and dropping the handles returns the memory",
              "≤ 2 bytes per task left (no `malloc_trim`)", f"{s['B_after_drop']:.1f} bytes",
              s["B_after_drop"] <= 2)
 

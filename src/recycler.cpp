@@ -31,13 +31,15 @@ constexpr std::size_t class_count = small_classes + (largest - small_limit) / la
 // freeing the rest) cost 310 ns a pair, none 280, all 210. A thread whose cache is empty takes up
 // to 32 blocks, and at most 4 KB, at once; so a cache keeps 256 blocks beside what is left of such
 // a refill, and once full gives back its older half. At most 288 x (8 + 16 + ... + 1,024) bytes,
-// about 6 MB, sit idle in a thread that has freed that many blocks of every class; but each such
-// block keeps its span mapped, so blocks freed in no particular order (timeouts cancelled at
-// random) may keep up to 288 spans of 64 KB, 18 MB, per class and thread.
+// about 6 MB, sit idle in a thread that has freed that many blocks of every class. Each such block
+// keeps its span mapped, so blocks freed in no particular order (timeouts cancelled at random)
+// could keep 288 spans of 64 KB, 18 MB, per class and thread: a thread found to only free blocks
+// of a class keeps no more than drain_batch of them (see spill()), 1 MB at most.
 constexpr std::size_t blocks_kept = 256;
 constexpr std::size_t refill_blocks = 32;
 constexpr std::size_t refill_bytes = 4096;
 constexpr std::size_t cache_limit = blocks_kept + refill_blocks;
+constexpr std::size_t drain_batch = 16;
 
 // Blocks are carved from spans: regions of span_size bytes, aligned to that size, each holding a
 // header and then blocks of one class with nothing between them (malloc's own header would
@@ -222,6 +224,8 @@ void unlock_after_fork() noexcept
         list.mutex.unlock();
 }
 
+// A thread's cache of one class: its blocks and how many (while it drains, counted from
+// cache_limit - drain_batch: see spill()).
 struct free_list
 {
     free_block* head;
@@ -254,13 +258,21 @@ void give_back_all(std::size_t index, free_block* chain) noexcept
     }
 }
 
+// Per class, where the newest block kept by the last spill is (compared only: it may have been
+// taken and freed elsewhere since), or `draining`. Still where that spill left it at the next one,
+// the cache never went below the half that spill kept: in between, the thread only freed blocks
+// of the class (or took back only ones it had just freed).
+using spill_mark = std::uintptr_t;
+constexpr spill_mark draining = 1; // no block's address: blocks are aligned to 8 bytes
+
 // Trivially destructible, so it can still be read while the thread (or, for the main thread, the
 // program) is being torn down: a block freed then goes straight back to its span.
 struct thread_cache
 {
     free_list lists[class_count];
-    bool registered; // close_cache() will empty the cache when the thread exits
-    bool closed;     // it has done so
+    spill_mark marks[class_count]; // apart from the lists, which the hot paths read
+    bool registered;               // close_cache() will empty the cache when the thread exits
+    bool closed;                   // it has done so
 };
 
 constinit thread_local thread_cache cache{};
@@ -359,6 +371,8 @@ void* refill(std::size_t index)
         if (taken == 0)
             throw;
     }
+    cached.count = 0; // draining, it counted from cache_limit - drain_batch
+    cache.marks[index] = 0;
     for (std::size_t i = taken; i-- > 1;)
     {
         cached.head = ::new (blocks[i]) free_block{cached.head};
@@ -367,15 +381,32 @@ void* refill(std::size_t index)
     return blocks[0];
 }
 
-// The cache of the class is full: gives its older half back to the spans.
+// The cache of the class is full. Gives its older half back to the spans; or, if the thread only
+// frees blocks of the class (see thread_cache::marks), the whole cache, and from then on it drains:
+// its cache counts from cache_limit - drain_batch, so that each drain_batch blocks it frees go
+// back together, until a refill. Without this, a million timeouts cancelled in random order on
+// one thread would leave the last 288 blocks it freed each keeping a different span mapped (12
+// bytes a timeout, measured).
 void spill(std::size_t index)
 {
     free_list& cached = cache.lists[index];
-    free_block* last_kept = cached.head;
-    for (std::size_t i = 1; i < cache_limit / 2; ++i)
-        last_kept = last_kept->next;
-    give_back_all(index, std::exchange(last_kept->next, nullptr));
-    cached.count = cache_limit / 2;
+    spill_mark& mark = cache.marks[index];
+    if (mark != draining)
+    {
+        free_block* last_kept = cached.head;
+        for (std::size_t i = 1; i < cache_limit / 2; ++i)
+            last_kept = last_kept->next;
+        if (reinterpret_cast<spill_mark>(last_kept->next) != mark)
+        {
+            give_back_all(index, std::exchange(last_kept->next, nullptr));
+            cached.count = cache_limit / 2;
+            mark = reinterpret_cast<spill_mark>(cached.head);
+            return;
+        }
+        mark = draining;
+    }
+    give_back_all(index, std::exchange(cached.head, nullptr));
+    cached.count = cache_limit - drain_batch;
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <new>
 #include <numeric>
+#include <random>
 #include <stop_token>
 #include <thread>
 #include <utility>
@@ -233,6 +234,37 @@ BOOST_AUTO_TEST_CASE(memory_freed_on_another_thread_goes_back_to_the_system)
                    return after - before < (peak - before) / 4;
                }),
                "before " << before << ", with the blocks " << peak << ", after " << after);
+}
+
+// A thread that only frees blocks of a class (it cancels a million timeouts, in no particular
+// order) keeps few of them, though it lives on: the last 288 it freed would each keep a different
+// span mapped, 18 MB.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling) *
+                     boost::unit_test::precondition(sched::test::resident_size_readable))
+BOOST_AUTO_TEST_CASE(a_thread_that_only_frees_blocks_keeps_few_spans_mapped)
+{
+    constexpr std::size_t size = 56;
+    constexpr std::size_t count = (std::size_t(64) << 20) / size;
+    std::vector<void*> blocks(count); // resident before the first reading
+    const std::int64_t before = sched::test::resident_bytes();
+    on_new_thread([&] {
+        std::generate(blocks.begin(), blocks.end(), [] { return allocate_and_fill(size); });
+        return 0;
+    });
+    const std::int64_t peak = sched::test::resident_bytes();
+    BOOST_TEST_REQUIRE(peak - before >= std::int64_t(count * size));
+    std::shuffle(blocks.begin(), blocks.end(), std::mt19937(1));
+    // Read while the freeing thread still runs: as it ends, it gives its cache back.
+    std::int64_t after = 0;
+    const bool fell = on_new_thread([&] {
+        for (void* block : blocks)
+            recycled_deallocate(block, size);
+        return sched::test::eventually([&] {
+            after = sched::test::resident_bytes();
+            return after - before < 4 << 20;
+        });
+    });
+    BOOST_TEST(fell, "before " << before << ", with the blocks " << peak << ", after " << after);
 }
 
 // Spans emptied by a thread's frees go back to the system on the unmapping thread, not on the
