@@ -36,7 +36,7 @@ class task;
 // What one run of a task leaves to its runner.
 struct run_outcome
 {
-    std::exception_ptr error; // what the body threw, if anything
+    std::exception_ptr error; // what the body (or its result's move constructor) threw, if anything
     // The run goes on elsewhere (a tick posted to the executor it is bound to): the task took the
     // runner's reference with it and hands it back through owner_link::finish_run().
     bool detached = false;
@@ -420,21 +420,25 @@ protected:
         : task<Clock>(kind, refs, owner)
     {}
 
-    // Runner only, after release_body().
-    bool set_value(R&& v) noexcept
+    // Runner only, after release_body(). Returns what R's move constructor threw, if it did:
+    // that is then the task's outcome, and its run's failure.
+    std::exception_ptr set_value(R&& v) noexcept
     {
-        return this->complete(future_state::normal, [&]() noexcept {
+        std::exception_ptr thrown;
+        this->complete(future_state::normal, [&]() noexcept {
             try
             {
                 ::new (outcome()) R(std::move(v));
                 return true;
             }
-            catch (...) // R's move constructor threw: that is the task's outcome instead
+            catch (...)
             {
-                ::new (outcome()) std::exception_ptr(std::current_exception());
+                thrown = std::current_exception();
+                ::new (outcome()) std::exception_ptr(thrown);
                 return false;
             }
         });
+        return thrown;
     }
 
     // Runner only, after release_body().

@@ -275,7 +275,8 @@ public:
             {
                 R value = invoke(runner_stop);
                 this->release_body();
-                this->set_value(std::move(value));
+                if (std::exception_ptr e = this->set_value(std::move(value)))
+                    return {std::move(e)};
             }
             return {};
         }
