@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,10 +68,7 @@ public:
         // The greeting tells the client when the idle deadline started, on steady_clock (the
         // same clock in both processes on one machine): the client times idle closes from it.
         send(self, "HELLO " + std::to_string(last_message_.time_since_epoch().count()) + "\n");
-        idle_.async_wait([self](error_code ec) {
-            if (!ec)
-                self->on_idle();
-        });
+        wait_idle();
         // The heartbeat: a periodic operation whose ticks run on this connection's strand,
         // spread by ±20% so that connections accepted together do not beat together.
         const auto strand = socket_.get_executor();
@@ -116,6 +114,11 @@ private:
                                  return;
                              if (ec == asio::error::operation_aborted)
                              {
+                                 // Asio promises only that an object whose operation was
+                                 // cancelled (terminal, cancel_after's default) can be closed;
+                                 // the reply relies on what a TCP socket does, whose cancelled
+                                 // read leaves its write side alone (an SSL stream would have
+                                 // to close without a word).
                                  ++server_.stats.deadline_errors;
                                  server_.stats.deadline_lateness.add(
                                      ms_since(started) -
@@ -149,17 +152,29 @@ private:
         refuse("ERR bad request\n");
     }
 
+    void wait_idle()
+    {
+        idle_.async_wait([self = shared_from_this()](error_code ec) {
+            if (!ec)
+                self->on_idle();
+        });
+    }
+
     // A message arrived: the idle deadline moves, in place.
     void touch()
     {
         last_message_ = steady::now();
-        (void)idle_.expires_after(config_.idle);
+        (void)idle_.expires_after(config_.idle); // false if it has fired: see on_idle()
     }
 
     void on_idle()
     {
         if (closed_)
             return;
+        // A message may have come after the deadline fired and before this ran on the strand:
+        // touch() then set the expiry for the next wait, since no wait was armed to move.
+        if (idle_.expiry() > steady::now())
+            return wait_idle();
         ++server_.stats.idle_closes;
         server_.stats.idle_close_lateness.add(ms_since(last_message_) -
                                               static_cast<double>(config_.idle.count()));
@@ -223,14 +238,24 @@ public:
     void accept()
     {
         acceptor_.async_accept(asio::make_strand(io_), [this](error_code ec, tcp::socket s) {
-            if (ec == asio::error::operation_aborted)
+            if (!acceptor_.is_open())
                 return; // stopped
-            if (!ec)
+            if (ec)
             {
-                ++context_.stats.accepted;
-                auto connection = std::make_shared<session>(std::move(s), context_);
-                asio::dispatch(connection->executor(), [connection] { connection->start(); });
+                // Out of descriptors (EMFILE), say: accepting again at once would fail again, in
+                // a loop that takes a core. Back off, on the acceptor's strand.
+                std::fprintf(stderr, "heartbeat_server: accept: %s\n", ec.message().c_str());
+                context_.scheduler.async_wait(
+                    accept_backoff,
+                    asio::bind_executor(acceptor_.get_executor(), [this](error_code waited) {
+                        if (!waited) // else the pool has shut down
+                            accept();
+                    }));
+                return;
             }
+            ++context_.stats.accepted;
+            auto connection = std::make_shared<session>(std::move(s), context_);
+            asio::dispatch(connection->executor(), [connection] { connection->start(); });
             accept();
         });
     }
@@ -244,6 +269,8 @@ public:
     }
 
 private:
+    static constexpr std::chrono::milliseconds accept_backoff{100};
+
     asio::io_context& io_;
     server_context& context_;
     tcp::acceptor acceptor_;

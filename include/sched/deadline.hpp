@@ -27,7 +27,9 @@ namespace sched {
  * and no cancel-and-wait-again (what steady_timer::expires_after costs), and say whether they
  * did: false means no wait was armed (it has fired, is firing, has been cancelled, or was never
  * started), and the new expiry is then kept for the next async_wait(). Between a move and the
- * expiry there is one winner: a move that returns true has prevented the old expiry.
+ * expiry there is one winner: a move that returns true has prevented the old expiry. So, as with
+ * Asio's timers, a handler that gets success checks expiry() against the clock: a move after the
+ * expiry fired, before the handler ran, calls for another async_wait().
  *
  * Pushing the expiry later (the idle-timeout case, on every message) is one compare-and-swap on
  * a word inside the deadline object, which touches no other memory: the queue entry stays put,
