@@ -325,9 +325,9 @@ public:
             try
             {
                 if constexpr (std::is_void_v<work_result>)
-                    invoke_body(*work_, stop_, runner_stop);
+                    invoke_body(stored_work(), stop_, runner_stop);
                 else
-                    result_.value.emplace(invoke_body(*work_, stop_, runner_stop));
+                    result_.value.emplace(invoke_body(stored_work(), stop_, runner_stop));
                 this->end_completing(future_state::normal);
                 return {};
             }
@@ -347,8 +347,9 @@ public:
             // after its service has stopped waiting: there it counts again as it runs.
             this->disown(); // the pool may be gone by then: see owner_link
             scheduler_service<Clock>* const counted = counted_ ? service_ : nullptr;
-            boost::asio::execution_context& target = boost::asio::query(
-                boost::asio::get_associated_executor(*work_), boost::asio::execution::context);
+            boost::asio::execution_context& target =
+                boost::asio::query(boost::asio::get_associated_executor(stored_work()),
+                                   boost::asio::execution::context);
             // Let go of once posted, without touching the node: it may have ticked and ended by
             // then.
             const bool home = counted && &counted->context() == &target;
@@ -363,7 +364,7 @@ public:
             try
             {
                 scheduler_service<Clock>::post_to(target, counted, [&] {
-                    boost::asio::post(boost::asio::get_associated_executor(*work_),
+                    boost::asio::post(boost::asio::get_associated_executor(stored_work()),
                                       std::move(tick));
                 });
             }
@@ -597,7 +598,7 @@ private:
             schedule_ = opts.schedule;
         if constexpr (has_bound_work)
         {
-            const auto work_executor = boost::asio::get_associated_executor(*work_);
+            const auto work_executor = boost::asio::get_associated_executor(stored_work());
             work_on_pool_ = executor_of(work_executor, pool);
             if constexpr (has_bound_tick)
             {
@@ -690,7 +691,7 @@ private:
             return nullptr; // a total cancellation came first: the operation is ending
         try
         {
-            invoke_periodic(*work_, stop_, runner_stop, *tick);
+            invoke_periodic(stored_work(), stop_, runner_stop, *tick);
             ticks_.fetch_add(1, std::memory_order_relaxed);
             schedule_->succeeded();
             return nullptr;
@@ -931,9 +932,22 @@ private:
         }
     }
 
+    // The work; one bound to the pool is there until destroy_body().
+    Work& stored_work() noexcept
+    {
+        if constexpr (has_bound_work)
+            return *work_;
+        else
+            return work_;
+    }
+
     // Goes with the node, outside the pool (it may hold the pool's last reference); one bound to
     // the pool goes as the outcome settles (see destroy_body()). A wait has none.
-    [[no_unique_address]] std::conditional_t<is_wait, no_work, std::optional<Work>> work_;
+    [[no_unique_address]] std::conditional_t<
+        is_wait,
+        no_work,
+        std::conditional_t<has_bound_work, std::optional<Work>, Work>>
+        work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     handler_work<Handler, IoExecutor> handler_work_;
     boost::asio::cancellation_slot slot_;
