@@ -16,10 +16,11 @@ namespace sched::detail {
 // freed ones and what is left of its refills alike, and hands them out again before going to the
 // spans: arming and cancelling timeouts in a loop then takes no lock, with a small handler or a
 // coroutine's. A block may be freed on any thread; it joins that thread's cache, whose older half
-// goes back to the spans once it is full (a thread that only frees blocks of a class keeps no
-// more than 16 of them), and a span whose blocks are all back goes back to the system (one empty
-// span per class is kept), unmapped by a background thread rather than the freeing one, unless
-// that thread is behind (see background_unmap.hpp).
+// goes back to the spans once it is full (a thread found to only free blocks of a class, by its
+// 433rd free at the latest, keeps no more than 16 of them from then on), and a span whose blocks
+// are all back goes back to the system (one empty span per class is kept), unmapped by a
+// background thread rather than the freeing one, unless that thread is behind (see
+// background_unmap.hpp).
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned to 16 bytes if its size is a
 // multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits (the
