@@ -36,10 +36,10 @@ constexpr std::size_t class_count = small_classes + (largest - small_limit) / la
 // could keep 288 spans of 64 KB, 18 MB, per class and thread: a thread found to only free blocks
 // of a class (by its second spill, its 433rd free, at the latest) keeps no more than drain_batch
 // of them from then on (see spill()), 1 MB at most. The price: a span such a thread empties goes
-// back to the system at once, though another thread may soon allocate its blocks again; blocks
-// freed in shuffled order by one thread and allocated by another, 4,096 to 65,536 at a time, cost
-// 5 to 10 times as much a pair as when the cache kept their spans mapped (measured; the same as
-// blocks freed in the order they were allocated always cost).
+// back to the system at once, though another thread may soon allocate its blocks again: blocks
+// freed in shuffled order by one thread and allocated by another, thousands at a time, cost up
+// to 10 times as much a pair as when the cache kept their spans mapped, depending on the number
+// (measured: docs/performance.md; what blocks freed in the order allocated always cost).
 constexpr std::size_t blocks_kept = 256;
 constexpr std::size_t refill_blocks = 32;
 constexpr std::size_t refill_bytes = 4096;
