@@ -364,7 +364,7 @@ private:
     // The same for a task that will not run again, cancelling it first if it is still pending.
     void retire_cancelled(task_ptr t) noexcept;
 
-    bool may_run(const task_type& t) const noexcept;
+    bool may_run(const task_type& t) const noexcept override;
     // Whether `t`, due at `due`, may stay queued (or go back in the queue) in this run state.
     bool keeps_after_shutdown(const task_type& t, time_point due) const noexcept;
     bool removes_cancelled(const task_type& t) const noexcept;

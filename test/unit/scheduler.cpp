@@ -804,6 +804,21 @@ BOOST_FIXTURE_TEST_CASE(empty_work_or_nan_delay_completes_with_invalid_argument,
     complete_one();
     BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
 
+    // And bound to an executor (a review's finding: scheduled, it failed with bad_function_call).
+    error = nullptr;
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s, boost::asio::bind_executor(io.get_executor(), empty_tick),
+        [&](std::exception_ptr e, std::size_t) { error = e; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
+    error = nullptr;
+    scheduler.async_schedule(1s, boost::asio::bind_executor(io.get_executor(), empty),
+                             [&](std::exception_ptr e, int) { error = e; });
+    BOOST_TEST(pool.queue().size() == 0u);
+    complete_one();
+    BOOST_CHECK_THROW(std::rethrow_exception(error), std::invalid_argument);
+
     std::optional<error_code> result;
     scheduler.async_wait(std::chrono::duration<double>(std::nan("")),
                          [&](error_code ec) { result = ec; });

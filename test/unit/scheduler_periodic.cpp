@@ -5,6 +5,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/failing_executor.hpp"
+#include "support/gate.hpp"
 #include "support/hook_clock.hpp"
 #include "support/io_fixture.hpp"
 #include "support/tick_log.hpp"
@@ -407,6 +409,66 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_its_executor_destroys_at_once_ends_the_oper
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
     BOOST_TEST(pool.queue().size() == 0u);
     BOOST_TEST(ticks.value() == 0);
+}
+
+// A tick on its way to its executor when the pool's shutdown ends its periodic tasks does not
+// start, as one that a worker took would not (Java's ScheduledFutureTask.run asks
+// canRunInCurrentRunState): the operation ends with the shutdown error and no tick (a review's
+// finding: one more tick ran after shutdown() returned, and after shutdown_now()).
+BOOST_DATA_TEST_CASE_F(periodic_fixture,
+                       a_bound_tick_on_its_way_when_the_pool_shuts_down_does_not_start,
+                       boost::unit_test::data::make({false, true}),
+                       now)
+{
+    boost::asio::io_context ticks_io;
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s, boost::asio::bind_executor(ticks_io, [&] { ticks.increment(); }), on_end());
+    settle(pool); // the one worker took the operation first, and posted its tick to ticks_io
+    BOOST_TEST_REQUIRE(pool.queue().size() == 0u);
+    if (now)
+        (void)pool.shutdown_now();
+    else
+        pool.shutdown();
+    BOOST_TEST(ticks_io.poll() == 1u); // the tick's turn
+    run_to_end();
+    BOOST_TEST(ticks.value() == 0);
+    ticks_io.restart();
+    BOOST_TEST(ticks_io.poll() == 0u); // nothing more, and no work left there
+    BOOST_TEST(ticks_io.stopped());
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == make_error_code(sched::error::shutdown));
+}
+
+// A tick bound to the operation's own pool, queued there as an executor function when
+// shutdown_now() destroys it unrun: the operation ends with the shutdown error, as every one that
+// shutdown_now() ends does (docs/asio.md; a review's finding: it read operation_aborted).
+BOOST_FIXTURE_TEST_CASE(a_tick_on_its_pool_that_shutdown_now_drops_ends_with_the_shutdown_error,
+                        periodic_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    counter ticks;
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s, boost::asio::bind_executor(pool.get_executor(), [&] { ticks.increment(); }),
+        on_end());
+    // Due with the operation, after it: the one worker takes the operation, posts its tick to the
+    // pool (behind this task), then runs this task.
+    counter blocking;
+    sched::test::gate leave;
+    auto blocker = pool.schedule(1s, [&] {
+        blocking.increment();
+        leave.wait();
+    });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(blocking.wait_for_at_least(1));
+    BOOST_TEST_REQUIRE(pool.queue().size() == 1u); // the tick
+    (void)pool.shutdown_now();
+    leave.open();
+    BOOST_TEST_REQUIRE(pool.await_termination(60s));
+    run_to_end();
+    BOOST_TEST(ticks.value() == 0);
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
+    BOOST_TEST(code_in(why) == make_error_code(sched::error::shutdown));
 }
 
 // Cancelled through its slot, an operation's completion is posted at once; when that post fails

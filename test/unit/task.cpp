@@ -48,6 +48,8 @@ public:
         return std::nullopt; // it queues nothing
     }
 
+    bool may_run(const task_type&) const noexcept override { return true; }
+
     counter told;
     std::binary_semaphore may_go_on{0};
     // The number its tasks name it by.

@@ -528,7 +528,10 @@ private:
             if (t_ && !posting_tick::destroyed(t_)) // never ran: its context is going
             {
                 t_->bound_work_.reset(); // while that context can still take it
-                t_->cancel(false);
+                // The pool destroys its executor's functions unrun only once stopped: the
+                // operation ends as the pool's shutdown_now() ends the others.
+                if (t_->cancel(false) && t_->work_on_pool_)
+                    t_->mark_shut_down();
                 // Through a copy of the link: the run's end may free the node, and the node's
                 // may be the link's last owner.
                 const std::shared_ptr<owner_link<Clock>> link = t_->link_;
@@ -544,8 +547,11 @@ private:
                 t->service_->started();
                 t->counted_ = true;
             }
-            std::exception_ptr e = t->tick(std::stop_token()); // none if cancelled on its way
             const std::shared_ptr<owner_link<Clock>> link = t->link_; // as in the destructor
+            // No tick once the pool's shutdown has ended its periodic tasks, as for a tick that a
+            // worker runs: finish_run() then ends the operation with the shutdown error. Nor
+            // does tick() run one if the operation was cancelled on its way.
+            std::exception_ptr e = link->may_run(*t) ? t->tick(std::stop_token()) : nullptr;
             link->finish_run(*t, std::move(e));
         }
 

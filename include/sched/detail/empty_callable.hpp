@@ -14,8 +14,9 @@ template <class T>
 inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
 
 // Whether `f`, a callable as deduced, is empty: a null function pointer, a class with an explicit
-// operator bool that says so (std::function and the like), or a std::reference_wrapper around
-// one of them. A function is never empty.
+// operator bool that says so (std::function and the like), or a std::reference_wrapper or an Asio
+// binder (bind_executor, bind_allocator...: a target_type and get()) around one of them. A
+// function is never empty.
 template <class F>
 bool is_empty_callable(const F& f) noexcept
 {
@@ -24,6 +25,11 @@ bool is_empty_callable(const F& f) noexcept
     else if constexpr (requires { f.operator bool(); })
         return !static_cast<bool>(f);
     else if constexpr (is_reference_wrapper<F>)
+        return is_empty_callable(f.get());
+    else if constexpr (requires {
+                           typename F::target_type;
+                           f.get();
+                       })
         return is_empty_callable(f.get());
     else
         return false;

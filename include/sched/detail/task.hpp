@@ -60,6 +60,10 @@ public:
     virtual std::optional<typename Clock::time_point>
     queued_due_time(const task<Clock>& t) const noexcept = 0;
 
+    // Whether `t`, taken from the owner's queue, may start a run now: not once the owner's
+    // shutdown has ended such tasks (Java's canRunInCurrentRunState).
+    virtual bool may_run(const task<Clock>& t) const noexcept = 0;
+
 protected:
     ~task_owner() = default;
 };
@@ -538,6 +542,13 @@ public:
         const hold held(*this);
         if (owner_)
             f();
+    }
+
+    // Whether the owner is still there and lets `t` start a run now (see task_owner::may_run()).
+    bool may_run(const task<Clock>& t)
+    {
+        const hold held(*this);
+        return owner_ && owner_->may_run(t);
     }
 
     // Whether the owner is still there. Once false, it stays so, and whatever the owner did
