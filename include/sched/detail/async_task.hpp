@@ -389,7 +389,8 @@ public:
             // Destroyed unrun as it was posted: the executor's context is shutting down (or it
             // is a pool that was shut down), as a bound_tick destroyed later would find.
             bound_work_.reset();
-            this->cancel(false);
+            if (this->cancel(false) && work_on_pool_)
+                this->mark_shut_down();
             return {};
         }
         else

@@ -1,6 +1,7 @@
 #ifndef SCHED_DETAIL_EMPTY_CALLABLE_HPP
 #define SCHED_DETAIL_EMPTY_CALLABLE_HPP
 
+#include <concepts>
 #include <functional>
 #include <stdexcept>
 #include <type_traits>
@@ -13,10 +14,18 @@ inline constexpr bool is_reference_wrapper = false;
 template <class T>
 inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
 
+// An Asio binder (bind_executor, bind_allocator, bind_cancellation_slot): a callable it wraps.
+template <class F>
+concept asio_binder = requires(const F& f)
+{
+    {
+        f.get()
+        } -> std::same_as<const typename F::target_type&>;
+};
+
 // Whether `f`, a callable as deduced, is empty: a null function pointer, a class with an explicit
-// operator bool that says so (std::function and the like), or a std::reference_wrapper or an Asio
-// binder (bind_executor, bind_allocator...: a target_type and get()) around one of them. A
-// function is never empty.
+// operator bool that says so (std::function and the like), or a std::reference_wrapper or an
+// asio_binder around one of them. A function is never empty.
 template <class F>
 bool is_empty_callable(const F& f) noexcept
 {
@@ -26,10 +35,7 @@ bool is_empty_callable(const F& f) noexcept
         return !static_cast<bool>(f);
     else if constexpr (is_reference_wrapper<F>)
         return is_empty_callable(f.get());
-    else if constexpr (requires {
-                           typename F::target_type;
-                           f.get();
-                       })
+    else if constexpr (asio_binder<F>)
         return is_empty_callable(f.get());
     else
         return false;
