@@ -388,9 +388,7 @@ public:
             }
             // Destroyed unrun as it was posted: the executor's context is shutting down (or it
             // is a pool that was shut down), as a bound_tick destroyed later would find.
-            bound_work_.reset();
-            if (this->cancel(false) && work_on_pool_)
-                this->mark_shut_down();
+            end_unrun_tick();
             return {};
         }
         else
@@ -484,6 +482,17 @@ private:
         async_task* t_;
     };
 
+    // A bound tick that its executor destroyed unrun: its context is shutting down. The work
+    // goes while that context can still take it, and the operation ends; the pool destroys its
+    // executor's functions unrun only once stopped, so a tick bound to it ends as the pool's
+    // shutdown_now() ends the others.
+    void end_unrun_tick() noexcept
+    {
+        bound_work_.reset();
+        if (this->cancel(false) && work_on_pool_)
+            this->mark_shut_down();
+    }
+
     // Marks, on this thread, the node whose bound tick run() is posting: a bound_tick of it
     // destroyed meanwhile is one that the executor did not keep (out of memory, or its context
     // is shutting down), and it leaves the node to run(), which tells the two apart. One
@@ -528,11 +537,7 @@ private:
         {
             if (t_ && !posting_tick::destroyed(t_)) // never ran: its context is going
             {
-                t_->bound_work_.reset(); // while that context can still take it
-                // The pool destroys its executor's functions unrun only once stopped: the
-                // operation ends as the pool's shutdown_now() ends the others.
-                if (t_->cancel(false) && t_->work_on_pool_)
-                    t_->mark_shut_down();
+                t_->end_unrun_tick();
                 // Through a copy of the link: the run's end may free the node, and the node's
                 // may be the link's last owner.
                 const std::shared_ptr<owner_link<Clock>> link = t_->link_;
