@@ -124,7 +124,11 @@ struct pool_options
     /// wait, and a tick bound to its io_context, on the io_context's thread that takes it (see
     /// basic_scheduler). A task cancelled while this hook runs does not run, nor does one that a
     /// shutdown meanwhile ends (as Java asks canRunInCurrentRunState after beforeExecute); it
-    /// ends cancelled, and after_execute still runs.
+    /// ends cancelled, and after_execute still runs. For a periodic operation's tick bound to
+    /// an executor, the two hooks bracket its hand-off: before_execute as it is posted, and
+    /// after_execute where it was to run; one that does not run there (its missed_tick_policy
+    /// skips it, it was cancelled on its way, or a shutdown ended it) still gets both, the
+    /// second with null.
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's
