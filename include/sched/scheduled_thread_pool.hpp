@@ -74,7 +74,8 @@ class basic_pool_executor;
  *
  * Destroying the pool is shutdown_now(), dropping the handed-back tasks (their futures report
  * cancellation; executor functions are destroyed unrun), then joining the workers after their
- * current runs. To let delayed tasks run
+ * current runs, and waiting for the ticks bound to other executors that have started (see
+ * basic_scheduler). To let delayed tasks run
  * first, call shutdown() and await_termination() before. No executor of the pool may be used
  * once its destruction has begun, and a tracked one must be gone by then.
  *
@@ -121,9 +122,11 @@ public:
     explicit basic_scheduled_thread_pool(pool_options options);
 
     /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
-    /// workers. Not on one of the pool's workers: not from its tasks, its hooks that run there
-    /// (before_execute, after_execute, on_thread_stop...) or the destructors of its tasks'
-    /// callables (a worker cannot join itself: the process terminates).
+    /// workers, then waits for the periodic ticks that have started on other executors (a tick
+    /// that destroys the pool is not waited for, from within). Not on one of the pool's workers:
+    /// not from its tasks, its hooks that run there (before_execute, after_execute,
+    /// on_thread_stop...) or the destructors of its tasks' callables (a worker cannot join itself:
+    /// the process terminates).
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;

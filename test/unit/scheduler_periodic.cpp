@@ -230,6 +230,54 @@ BOOST_AUTO_TEST_CASE(a_total_cancellation_accepted_as_the_first_tick_begins_prev
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
+BOOST_AUTO_TEST_CASE(a_bound_tick_that_has_started_holds_up_the_pools_destruction,
+                     *boost::unit_test::timeout(60))
+{
+    using clock = sched::test::hook_clock;
+    boost::asio::io_context io;
+    boost::asio::io_context ticks_io;
+    auto pool = std::make_unique<sched::basic_scheduled_thread_pool<clock>>(1);
+    sched::basic_scheduler<clock> scheduler(io, *pool);
+    std::atomic<bool> destroyed{false};
+    std::atomic<int> ticks{0};
+    std::atomic<int> ticks_after_destruction{0};
+    std::optional<std::size_t> ticks_at_end;
+    std::exception_ptr why;
+    scheduler.async_schedule_at_fixed_rate(
+        0s, 1s,
+        boost::asio::bind_executor(ticks_io,
+                                   [&] {
+                                       ++ticks;
+                                       if (destroyed)
+                                           ++ticks_after_destruction;
+                                   }),
+        [&](std::exception_ptr e, std::size_t n) {
+            why = e;
+            ticks_at_end = n;
+        });
+    // The tick runs on this thread, which reads the clock as it plans the run, once the pool
+    // has let it start: the pool is destroyed meanwhile, on another thread, whose destructor
+    // must wait for the tick (it returned at once, before the tick started, and then the tick
+    // still ran).
+    std::thread destroyer;
+    clock::on_next_now([&] {
+        destroyer = std::thread([&] {
+            pool.reset();
+            destroyed = true;
+        });
+        for (int i = 0; i < 200 && !destroyed; ++i)
+            std::this_thread::sleep_for(1ms);
+    });
+    BOOST_TEST_REQUIRE(ticks_io.run_one_for(std::chrono::minutes(1)) == 1u);
+    destroyer.join();
+    BOOST_TEST(ticks.load() == 1);
+    BOOST_TEST(ticks_after_destruction.load() == 0);
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped());
+    BOOST_TEST(ticks_at_end.value_or(99) == 1u);
+    BOOST_TEST(code_in(why) == make_error_code(sched::error::shutdown));
+}
+
 BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_remove_on_cancel,
                         periodic_fixture,
                         *boost::unit_test::timeout(60))

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -544,12 +545,43 @@ public:
             f();
     }
 
-    // Whether the owner is still there and lets `t` start a run now (see task_owner::may_run()).
-    bool may_run(const task<Clock>& t)
+    // A run that the owner lets start now, if it is still there (see task_owner::may_run()):
+    // until it is destroyed, after the run's finish_run(), the owner cannot leave. sever() waits
+    // for it, unless sever() is called within it (a tick that destroys its own pool).
+    class started_run
     {
-        const hold held(*this);
-        return owner_ && owner_->may_run(t);
-    }
+    public:
+        started_run(owner_link& link, const task<Clock>& t) : link_(link), outer_(runs_here_)
+        {
+            const hold held(link);
+            started_ = link.owner_ && link.owner_->may_run(t);
+            if (started_)
+            {
+                ++link.runs_;
+                runs_here_ = this;
+            }
+        }
+        started_run(const started_run&) = delete;
+        started_run& operator=(const started_run&) = delete;
+        ~started_run()
+        {
+            if (!started_)
+                return;
+            runs_here_ = outer_;
+            const hold held(link_);
+            --link_.runs_;
+            if (!link_.owner_)
+                link_.runs_ended_.notify_all(); // sever() may be waiting
+        }
+
+        explicit operator bool() const noexcept { return started_; }
+
+    private:
+        friend owner_link;
+        owner_link& link_;
+        const started_run* const outer_;
+        bool started_ = false;
+    };
 
     // Whether the owner is still there. Once false, it stays so, and whatever the owner did
     // before sever() (and f() in with_owner()) happened before this returned.
@@ -559,11 +591,16 @@ public:
         return owner_ != nullptr;
     }
 
-    // The owner is leaving; returns once no finish_run() is inside it.
+    // The owner is leaving; returns once no finish_run() is inside it, and no started_run is
+    // left but this thread's own.
     void sever() noexcept
     {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         owner_ = nullptr;
+        std::size_t own = 0;
+        for (const started_run* r = runs_here_; r; r = r->outer_)
+            own += &r->link_ == this;
+        runs_ended_.wait(lock, [&] { return runs_ == own; });
     }
 
 private:
@@ -601,9 +638,13 @@ private:
 
     // The innermost hold of this thread that locked its link.
     static inline thread_local const hold* held_here_ = nullptr;
+    // The innermost started_run of this thread, of any link.
+    static inline thread_local const started_run* runs_here_ = nullptr;
 
     std::mutex mutex_;
     task_owner<Clock>* owner_;
+    std::size_t runs_ = 0; // started_run objects alive
+    std::condition_variable runs_ended_;
 };
 
 } // namespace sched::detail
