@@ -21,11 +21,12 @@ enum class rejection_policy
     abort,
     /// Run the task on the calling thread before the scheduling call returns, ignoring its delay;
     /// a periodic task runs once and then ends cancelled. (Java's CallerRunsPolicy discards a
-    /// task once the pool is shut down; this one runs it.) A task refused while the calling
-    /// thread runs one so (a task that schedules itself again) is discarded, as with `discard`:
-    /// run inside that run, it would recurse without end. Its std::stop_token, if it takes one,
-    /// is not told when the pool stops: the pool is already shut down, and (as in Java, whose
-    /// shutdownNow() interrupts only the workers) the calling thread is not the pool's.
+    /// task once the pool is shut down; this one runs it.) A task that the pool refuses while the
+    /// calling thread runs one of its tasks so (a task that schedules itself again) is
+    /// discarded, as with `discard`: run inside that run, it would recurse without end. Another
+    /// pool's refused task still runs there. Its std::stop_token, if it takes one, is not told
+    /// when the pool stops: the pool is already shut down, and (as in Java, whose shutdownNow()
+    /// interrupts only the workers) the calling thread is not the pool's.
     caller_runs,
     /// Do not run the task; the returned future reports it cancelled.
     discard,

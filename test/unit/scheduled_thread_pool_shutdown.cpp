@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -394,6 +395,33 @@ BOOST_AUTO_TEST_CASE(a_task_that_schedules_itself_from_a_caller_run_is_discarded
     BOOST_TEST((first.state() == sched::future_state::normal));
     BOOST_TEST_REQUIRE(from_runs.size() == 1u);
     BOOST_CHECK_THROW(from_runs[0].get(), sched::cancelled_error);
+}
+
+// Only the pool whose task this thread runs discards: a task that it hands to another shut-down
+// caller_runs pool runs there (it was discarded too, and without a word for execute()).
+BOOST_AUTO_TEST_CASE(a_caller_run_task_may_hand_a_task_to_another_caller_runs_pool)
+{
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    manual_pool first(options);
+    manual_pool second(options);
+    first.shutdown();
+    second.shutdown();
+    int handed_over_runs = 0;
+    std::optional<sched::basic_scheduled_future<void, manual_clock>> handed_over;
+    std::optional<sched::basic_scheduled_future<void, manual_clock>> handed_back;
+    auto outer = first.schedule(1s, [&] {
+        handed_over = second.schedule(1s, [&] {
+            ++handed_over_runs;
+            handed_back = first.schedule(1s, [] {}); // back to the first: discarded
+        });
+    });
+    BOOST_TEST((outer.state() == sched::future_state::normal));
+    BOOST_TEST(handed_over_runs == 1);
+    BOOST_TEST_REQUIRE(handed_over.has_value());
+    BOOST_TEST((handed_over->state() == sched::future_state::normal));
+    BOOST_TEST_REQUIRE(handed_back.has_value());
+    BOOST_CHECK_THROW(handed_back->get(), sched::cancelled_error);
 }
 
 BOOST_AUTO_TEST_CASE(what_a_caller_run_task_throws_reaches_the_error_sink)

@@ -423,17 +423,27 @@ void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
 {
-    // A task refused while this thread runs one so (a task that schedules itself again) would
-    // run inside that run, and so on without end: it is discarded instead.
-    static thread_local bool running_one = false;
-    if (running_one)
+    // The pools whose refused tasks this thread is running, innermost first. A task that one of
+    // them refuses meanwhile (a task that schedules itself again) would run inside that run, and
+    // so on without end: it is discarded instead. Another pool's still runs.
+    struct caller_run
     {
-        retire_cancelled(std::move(t));
-        return;
+        const basic_scheduled_thread_pool* pool;
+        const caller_run* outer;
+    };
+    static thread_local const caller_run* running = nullptr;
+    for (const caller_run* r = running; r; r = r->outer)
+    {
+        if (r->pool == this)
+        {
+            retire_cancelled(std::move(t));
+            return;
+        }
     }
-    running_one = true;
+    const caller_run here{this, running};
+    running = &here;
     const detail::run_outcome outcome = t->run(std::stop_token());
-    running_one = false;
+    running = here.outer;
     if (outcome.error)
         report_failure(outcome.error, carries_failure(*t));
     retire_cancelled(std::move(t)); // ends a periodic task: nothing will run it again
