@@ -8,6 +8,8 @@
 #ifndef SCHED_BENCH_COMMON_HPP
 #define SCHED_BENCH_COMMON_HPP
 
+#include <sched/detail/recycler.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -19,6 +21,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,11 +73,15 @@ inline std::int64_t vm_rss_bytes()
     return 0;
 }
 
-/// Gives glibc's free memory back to the OS, so that an RSS reading taken next is not flattered
-/// (or inflated) by what earlier benchmarks left in malloc's free lists.
+/// Gives glibc's free memory back to the OS, and waits (3 s at most) for the recycler's idle
+/// spans to go back to it as they age (span decay: about a second), so that an RSS reading taken
+/// next is not flattered (or inflated) by what earlier benchmarks left, and shows what a process
+/// has back a second after it freed its tasks.
 inline void trim_heap()
 {
     ::malloc_trim(0);
+    for (int i = 0; i < 300 && sched::detail::idle_spans_exist(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 /// A counter showing the time per item for `count` items over the benchmark's time (an

@@ -1,9 +1,11 @@
 #include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
+#include <sched/detail/recycler.hpp>
 #include <sched/detail/sanitizers.hpp>
 #include <sched/detail/thread_name.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -13,6 +15,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace sched::detail {
 namespace {
@@ -48,10 +56,12 @@ struct unmapper
     std::size_t pending_bytes = 0;
     thread_state state = thread_state::not_started;
     bool asleep = false;    // the thread waits for `wake` to change
+    bool ticking = false;   // ... or for its next decay tick (idle spans exist)
     bool fork_safe = false; // the fork handlers are registered: else no thread is started
     pthread_t thread{};
     std::atomic<unsigned> wake{0};
     std::atomic<std::size_t> unmapped{0};
+    std::atomic<unsigned> epoch{0}; // decay ticks so far
 #if defined(__linux__)
     // The CPUs the program's threads may run on, read as it starts: the thread does not keep
     // those of the thread that started it (which may be pinned to a core that runs timers).
@@ -74,6 +84,32 @@ std::size_t unmap_all(pending_block* taken) noexcept
     return count;
 }
 
+// The thread's time, for its decay ticks.
+std::uint64_t now_ns() noexcept
+{
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return std::uint64_t(now.tv_sec) * 1'000'000'000u + std::uint64_t(now.tv_nsec);
+}
+
+// Waits until `wake` is no longer `seen`, or (if timeout_ns != 0) that long has passed, or
+// spuriously. Where span decay is available, through the futex directly (std::atomic's wait has
+// no timeout); std::atomic::notify_one() would not wake such a waiter (libstdc++ skips the system
+// call when no waiter registered with it), so wake_thread() uses the futex too.
+void wait_for_wake(unsigned seen, std::uint64_t timeout_ns) noexcept
+{
+#if defined(__linux__)
+    static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned));
+    timespec timeout{};
+    timeout.tv_sec = time_t(timeout_ns / 1'000'000'000u);
+    timeout.tv_nsec = long(timeout_ns % 1'000'000'000u);
+    (void)syscall(SYS_futex, reinterpret_cast<unsigned*>(&background.wake), FUTEX_WAIT_PRIVATE,
+                  seen, timeout_ns != 0 ? &timeout : nullptr, nullptr, 0);
+#else
+    background.wake.wait(seen);
+#endif
+}
+
 void* run(void*)
 {
     name_this_thread("sched-unmap");
@@ -81,23 +117,45 @@ void* run(void*)
     if (background.cpus_known)
         (void)pthread_setaffinity_np(pthread_self(), sizeof background.cpus, &background.cpus);
 #endif
+    constexpr std::uint64_t tick_ns = std::uint64_t(decay_tick_ms) * 1'000'000u;
+    std::uint64_t next_tick = 0; // while ticking
     for (;;)
     {
         std::unique_lock unmapping(background.unmapping);
         background.mutex.lock();
+        background.asleep = false; // woken, or the wait timed out
         pending_block* taken = std::exchange(background.pending, nullptr);
         background.pending_bytes = 0;
         if (!taken)
         {
             const bool ending = background.state == thread_state::ended;
+            // Under the mutex: a span that becomes the first idle one after this reads false
+            // here finds `asleep` set and `ticking` clear, and wakes the thread.
+            const bool ticking = span_decay_available && !ending && idle_spans_exist();
+            if (!ticking)
+                next_tick = 0;
+            else if (next_tick == 0)
+                next_tick = now_ns() + tick_ns;
+            std::uint64_t now = 0;
+            if (ticking && (now = now_ns()) >= next_tick)
+            {
+                background.mutex.unlock();
+                // Holding `unmapping` (a fork waits until the spans taken are unmapped); the
+                // spans' locks are only tried.
+                const unsigned epoch = background.epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+                background.unmapped.fetch_add(decay_idle_spans(epoch), std::memory_order_relaxed);
+                next_tick = std::max(next_tick + tick_ns, now_ns());
+                continue;
+            }
             background.asleep = !ending;
+            background.ticking = ticking;
             const unsigned seen = background.wake.load();
             background.mutex.unlock();
             if (ending)
                 return nullptr;
             unmapping.unlock();
             // A wake-up after the unlock changes `wake` first, so the wait returns.
-            background.wake.wait(seen);
+            wait_for_wake(seen, ticking ? next_tick - now : 0);
             continue;
         }
         background.mutex.unlock();
@@ -138,7 +196,12 @@ bool start_thread() noexcept
 void wake_thread() noexcept
 {
     background.wake.fetch_add(1);
+#if defined(__linux__)
+    (void)syscall(SYS_futex, reinterpret_cast<unsigned*>(&background.wake), FUTEX_WAKE_PRIVATE, 1,
+                  nullptr, nullptr, 0);
+#else
     background.wake.notify_one();
+#endif
 }
 
 void lock_for_fork() noexcept
@@ -165,6 +228,7 @@ void unlock_in_child() noexcept
     else if (background.state == thread_state::running)
         background.state = thread_state::not_started;
     background.asleep = false;
+    background.ticking = false;
     unlock_in_parent();
 }
 
@@ -265,6 +329,31 @@ void start_unmapping_thread() noexcept
         std::lock_guard lock(background.mutex);
         (void)running();
     }
+}
+
+unsigned decay_epoch() noexcept
+{
+    return background.epoch.load(std::memory_order_relaxed);
+}
+
+bool start_span_decay() noexcept
+{
+    if constexpr (!maps_memory || !span_decay_available)
+        return false;
+    bool wake = false;
+    {
+        std::lock_guard lock(background.mutex);
+        if (!running())
+            return false;
+        if (background.asleep && !background.ticking)
+        {
+            background.asleep = false;
+            wake = true;
+        }
+    }
+    if (wake)
+        wake_thread();
+    return true;
 }
 
 bool unmapping_thread_idle() noexcept

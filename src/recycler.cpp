@@ -35,11 +35,11 @@ constexpr std::size_t class_count = small_classes + (largest - small_limit) / la
 // keeps its span mapped, so blocks freed in no particular order (timeouts cancelled at random)
 // could keep 288 spans of 64 KB, 18 MB, per class and thread: a thread found to only free blocks
 // of a class (by its second spill, its 433rd free, at the latest) keeps no more than drain_batch
-// of them from then on (see spill()), 1 MB at most. The price: a span such a thread empties goes
-// back to the system at once, though another thread may soon allocate its blocks again: blocks
-// freed in shuffled order by one thread and allocated by another, thousands at a time, cost up
-// to 10 times as much a pair as when the cache kept their spans mapped, depending on the number
-// (measured: docs/performance.md; what blocks freed in the order allocated always cost).
+// of them from then on (see spill()), 1 MB at most. The spans such a thread empties, though
+// another thread may soon allocate their blocks again, are kept idle for a while (span decay,
+// below): without that, blocks freed in shuffled order by one thread and allocated by another,
+// thousands at a time, cost up to 10 times as much a pair, the spans unmapped and mapped again
+// every round (measured: docs/performance.md; as did blocks freed in the order allocated).
 constexpr std::size_t blocks_kept = 256;
 constexpr std::size_t refill_blocks = 32;
 constexpr std::size_t refill_bytes = 4096;
@@ -48,8 +48,9 @@ constexpr std::size_t drain_batch = 16;
 
 // Blocks are carved from spans: regions of span_size bytes, aligned to that size, each holding a
 // header and then blocks of one class with nothing between them (malloc's own header would
-// make a 56-byte block take 64 bytes). A span goes back to the system once all its blocks are
-// back; each class keeps one empty span for the next refill.
+// make a 56-byte block take 64 bytes). A span goes back to the system once all its blocks have
+// been back for a while (see span decay below); each class keeps one empty span for the next
+// refill.
 constexpr std::size_t span_size = std::size_t(64) * 1024;
 constexpr std::size_t span_header = 64; // a multiple of 16: a block is aligned as its size allows
 
@@ -62,20 +63,37 @@ struct span
 {
     span* prev; // in its class's list of spans with room, while it is there
     span* next;
-    free_block* free;   // blocks given back
-    std::size_t carved; // blocks carved so far, from the start
-    std::size_t live;   // blocks out of the span (with callers, or in threads' caches)
-    bool listed;        // in the list of spans with room
+    free_block* free;    // blocks given back
+    std::size_t carved;  // blocks carved so far, from the start
+    std::size_t live;    // blocks out of the span (with callers, or in threads' caches)
+    bool listed;         // in the list of spans with room
+    unsigned idle_since; // while idle: decay_epoch() when it emptied
 };
 
 static_assert(sizeof(span) <= span_header);
+
+// Span decay (as jemalloc's): a span that empties is kept mapped, and resident, on its class's
+// list of idle spans (up to max_idle_spans of them, 4 MB), and a refill takes it first, so that
+// blocks freed by one thread and allocated again by another, thousands at a time, do not unmap
+// and map (and fault in) spans every round. Spans idle for decay_ticks ticks of the unmapping
+// thread (0.75 to 1 s) go back to the system there (one becomes the class's spare); the thread
+// ticks only while some class has an idle span. Beyond the cap, a span that empties goes back at
+// once, as before.
+constexpr bool decays_spans = maps_memory && span_decay_available;
+constexpr std::size_t max_idle_spans = 64;
+
+// How many spans wait on the idle lists of all classes (0 -> 1 asks the unmapping thread to tick).
+constinit std::atomic<std::size_t> idle_spans{0};
 
 // Spans of one class, under its lock.
 struct span_list
 {
     atomic_mutex mutex;
-    span* with_room = nullptr; // spans with a free block or room to carve one
-    span* spare = nullptr;     // an empty span kept back
+    span* with_room = nullptr;   // spans with a free block or room to carve one
+    span* spare = nullptr;       // an empty span kept back, its pages discarded
+    span* idle_newest = nullptr; // empty spans kept resident, newest first (through next)
+    span* idle_oldest = nullptr;
+    std::size_t idle_count = 0;
 };
 
 // Never destroyed (trivially destructible), so that a block freed during the program's teardown
@@ -159,13 +177,29 @@ span* new_span()
     return ::new (new_span_memory()) span{};
 }
 
-// Under the class's lock: a block of the class, from a span with room, the spare, or a new span.
+// Under the class's lock: `s` (the newest or the oldest idle span of `list`, or null), taken off
+// the idle list.
+span* take_idle(span_list& list, span* s) noexcept
+{
+    if (!s)
+        return nullptr;
+    (s->prev ? s->prev->next : list.idle_newest) = s->next;
+    (s->next ? s->next->prev : list.idle_oldest) = s->prev;
+    --list.idle_count;
+    idle_spans.fetch_sub(1, std::memory_order_relaxed);
+    return s;
+}
+
+// Under the class's lock: a block of the class, from a span with room, an idle span, the spare,
+// or a new span.
 void* take_block(span_list& list, std::size_t index)
 {
     span* s = list.with_room;
     if (!s)
     {
-        s = std::exchange(list.spare, nullptr);
+        s = take_idle(list, list.idle_newest);
+        if (!s)
+            s = std::exchange(list.spare, nullptr);
         if (!s)
             s = new_span();
         link(list, *s);
@@ -184,9 +218,11 @@ void* take_block(span_list& list, std::size_t index)
     return block;
 }
 
-// Under the class's lock: `block` is back in its span. A span left empty is kept as the spare,
-// or else added to `emptied` (through its `next`), to be unmapped once the lock is released.
-void give_back(span_list& list, void* block, span*& emptied) noexcept
+// Under the class's lock: `block` is back in its span. A span left empty goes on the idle list
+// (`armed` is set if it is the first idle span of all classes: the unmapping thread must start
+// ticking), or is kept as the spare, or else added to `emptied` (through its `next`), to be
+// unmapped once the lock is released.
+void give_back(span_list& list, void* block, span*& emptied, bool& arm) noexcept
 {
     span& s = *span_of(block);
     s.free = ::new (block) free_block{s.free};
@@ -198,6 +234,23 @@ void give_back(span_list& list, void* block, span*& emptied) noexcept
     }
     if (s.listed)
         unlink(list, s);
+    if (decays_spans && list.idle_count < max_idle_spans)
+    {
+        s.free = nullptr; // every carved block is back: carving starts over (pages resident)
+        s.carved = 0;
+        s.idle_since = decay_epoch();
+        s.prev = nullptr;
+        s.next = list.idle_newest;
+        if (list.idle_newest)
+            list.idle_newest->prev = &s;
+        else
+            list.idle_oldest = &s;
+        list.idle_newest = &s;
+        ++list.idle_count;
+        if (idle_spans.fetch_add(1, std::memory_order_relaxed) == 0)
+            arm = true;
+        return;
+    }
     if (list.spare)
     {
         s.next = emptied;
@@ -229,6 +282,61 @@ void unlock_after_fork() noexcept
         list.mutex.unlock();
 }
 
+// The child has no unmapping thread to age its idle spans: they go back now (munmap may be called
+// in a forked child), so that the count starts from none and the next idle span starts the
+// child's thread ticking.
+void unlock_in_child() noexcept
+{
+    for (span_list& list : spans)
+        while (list.idle_oldest)
+            unmap_memory(take_idle(list, list.idle_oldest), span_size, span_size);
+    idle_spans.store(0, std::memory_order_relaxed);
+    unlock_after_fork();
+}
+
+// Under the class's lock: takes the idle spans of `list` (all, or those idle for decay_ticks by
+// `epoch`) off it. One becomes the spare if the class has none (its pages discarded); the others
+// are returned, chained through `next`, for the caller to unmap once the lock is released.
+span* take_expired(span_list& list, unsigned epoch, bool all) noexcept
+{
+    span* expired = nullptr;
+    while (list.idle_oldest && (all || epoch - list.idle_oldest->idle_since >= decay_ticks))
+    {
+        span* s = take_idle(list, list.idle_oldest);
+        if (!list.spare)
+        {
+            discard_pages(s + 1, span_size - sizeof(span));
+            list.spare = s;
+        }
+        else
+        {
+            s->next = expired;
+            expired = s;
+        }
+    }
+    return expired;
+}
+
+// Returns how many spans it unmapped.
+std::size_t unmap_chain(span* s) noexcept
+{
+    std::size_t count = 0;
+    for (; s; ++count)
+        unmap_memory(std::exchange(s, s->next), span_size, span_size);
+    return count;
+}
+
+// All the idle spans of `list` go back to the system now, on this thread.
+void release_idle_spans(span_list& list) noexcept
+{
+    span* expired = nullptr;
+    {
+        std::lock_guard lock(list.mutex);
+        expired = take_expired(list, 0, true);
+    }
+    (void)unmap_chain(expired);
+}
+
 // A thread's cache of one class: its blocks and how many (while it drains, counted from
 // cache_limit - drain_batch: see spill()).
 struct free_list
@@ -248,12 +356,13 @@ void give_back_all(std::size_t index, free_block* chain) noexcept
 {
     span_list& list = spans[index];
     span* emptied = nullptr;
+    bool arm = false;
     {
         std::lock_guard lock(list.mutex);
         while (free_block* b = chain)
         {
             chain = b->next;
-            give_back(list, b, emptied);
+            give_back(list, b, emptied, arm);
         }
     }
     while (span* s = emptied)
@@ -261,6 +370,10 @@ void give_back_all(std::size_t index, free_block* chain) noexcept
         emptied = s->next;
         unmap_in_background(s, span_size, span_size);
     }
+    // No thread to age the idle spans (it could not be started, or the program is ending): they
+    // go back now.
+    if (arm && !start_span_decay())
+        release_idle_spans(list);
 }
 
 // Per class, where the newest block kept by the last spill is (compared only: it may have been
@@ -317,7 +430,7 @@ struct process_hooks
         if (pthread_key_create(&closer_key, &close_cache) == 0)
             closer_state.fetch_or(closer_key_exists, std::memory_order_release);
         // Without memory for the handlers, a fork is as unsafe as without them.
-        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_in_child);
     }
 
     ~process_hooks()
@@ -415,6 +528,33 @@ void spill(std::size_t index)
 }
 
 } // namespace
+
+std::size_t decay_idle_spans(unsigned epoch) noexcept
+{
+    std::size_t count = 0;
+    for (span_list& list : spans)
+    {
+        // Not lock(): the unmapping thread holds its `unmapping` lock, which a fork takes after
+        // (or before) the spans' locks.
+        if (!list.mutex.try_lock())
+            continue; // the next tick
+        span* expired = take_expired(list, epoch, false);
+        list.mutex.unlock();
+        count += unmap_chain(expired);
+    }
+    return count;
+}
+
+bool idle_spans_exist() noexcept
+{
+    return idle_spans.load(std::memory_order_relaxed) != 0;
+}
+
+void release_idle_spans() noexcept
+{
+    for (span_list& list : spans)
+        release_idle_spans(list);
+}
 
 void* recycled_allocate(std::size_t size)
 {

@@ -7,6 +7,7 @@
 
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
+#include <sched/detail/recycler.hpp>
 #include <sched/detail/sanitizers.hpp>
 
 #include <boost/test/unit_test.hpp>
@@ -116,6 +117,7 @@ BOOST_TEST_DECORATOR(*boost::unit_test::precondition(mapping))
 BOOST_AUTO_TEST_CASE(the_unmapping_is_done_by_a_thread_named_sched_unmap)
 {
     void* block = map_and_fill(page);
+    sched::detail::release_idle_spans(); // none ages meanwhile: the count below is this block's
     BOOST_TEST_REQUIRE(sched::test::eventually(sched::detail::unmapping_thread_idle));
     const std::size_t before = blocks_unmapped_in_background();
     unmap_in_background(block, page, page);

@@ -221,6 +221,7 @@ BOOST_AUTO_TEST_CASE(memory_freed_on_another_thread_goes_back_to_the_system)
     // so nothing is left in their caches. The resident size then falls back by most of it.
     constexpr std::size_t size = 56;
     constexpr std::size_t count = (std::size_t(64) << 20) / size;
+    sched::detail::release_idle_spans(); // see below
     const std::int64_t before = sched::test::resident_bytes();
     std::vector<void*> blocks = allocate_on_new_thread(size, count);
     const std::int64_t peak = sched::test::resident_bytes();
@@ -246,6 +247,8 @@ BOOST_AUTO_TEST_CASE(a_thread_that_only_frees_blocks_keeps_few_spans_mapped)
     constexpr std::size_t size = 56;
     constexpr std::size_t count = (std::size_t(64) << 20) / size;
     std::vector<void*> blocks(count); // resident before the first reading
+    // Spans that earlier tests left idle (resident) would be reused, and not counted in the peak.
+    sched::detail::release_idle_spans();
     const std::int64_t before = sched::test::resident_bytes();
     on_new_thread([&] {
         std::generate(blocks.begin(), blocks.end(), [] { return allocate_and_fill(size); });
@@ -268,7 +271,8 @@ BOOST_AUTO_TEST_CASE(a_thread_that_only_frees_blocks_keeps_few_spans_mapped)
 }
 
 // Spans emptied by a thread's frees go back to the system on the unmapping thread, not on the
-// freeing one (a burst of them, fewer than the 1 MB that may wait for that thread).
+// freeing one (kept idle for a while first, or, beyond what may be kept idle, at once: a burst of
+// them, fewer than the 1 MB that may wait for that thread).
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
 BOOST_AUTO_TEST_CASE(spans_a_thread_empties_are_unmapped_by_the_unmapping_thread)
 {
@@ -283,6 +287,39 @@ BOOST_AUTO_TEST_CASE(spans_a_thread_empties_are_unmapped_by_the_unmapping_thread
     // All but the class's spare, and two that blocks of other tests may share.
     BOOST_TEST(sched::test::eventually(
         [&] { return sched::detail::blocks_unmapped_in_background() - before >= spans - 3; }));
+}
+
+// A span that empties is kept mapped for a while (span decay): blocks freed by one thread and
+// allocated again by another soon after come from the same spans, not new ones; spans idle for
+// about a second go back to the system on the unmapping thread.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
+BOOST_AUTO_TEST_CASE(emptied_spans_are_reused_first_and_unmapped_after_a_while)
+{
+    constexpr std::size_t size = 152; // a class no other test uses
+    constexpr std::size_t spans = 6;
+    constexpr std::size_t count = spans * ((64 * 1024 - 64) / size);
+    sched::detail::release_idle_spans();
+    std::vector<void*> blocks = allocate_on_new_thread(size, count);
+    auto span_of = [](const void* block) {
+        return address(block) >> 16;
+    };
+    std::vector<std::uintptr_t> first(count);
+    std::transform(blocks.begin(), blocks.end(), first.begin(), span_of);
+    std::sort(first.begin(), first.end());
+    free_on_new_thread(blocks, size);
+    BOOST_TEST(sched::detail::idle_spans_exist());
+    std::vector<void*> again = allocate_on_new_thread(size, count);
+    // From the same spans (one more at most: what the first thread's last refill left).
+    std::vector<std::uintptr_t> second(count);
+    std::transform(again.begin(), again.end(), second.begin(), span_of);
+    std::sort(second.begin(), second.end());
+    second.erase(std::unique(second.begin(), second.end()), second.end());
+    const auto new_spans = std::count_if(second.begin(), second.end(), [&](std::uintptr_t s) {
+        return !std::binary_search(first.begin(), first.end(), s);
+    });
+    BOOST_TEST(new_spans <= 1);
+    free_on_new_thread(again, size);
+    BOOST_TEST(sched::test::eventually([] { return !sched::detail::idle_spans_exist(); }));
 }
 
 // A block that a thread first frees in a pthread key's destructor (the thread exit's last phase,

@@ -40,11 +40,32 @@ void unmap_tail_in_background(void* block,
                               std::size_t alignment) noexcept;
 
 // Whether nothing waits for the thread and it is not unmapping anything (for tests: what it has
-// unmapped so far is then counted).
+// unmapped so far is then counted). Idle spans of the recycler, which the thread gives back as
+// they age, do not count as waiting (see release_idle_spans() to give them back now).
 bool unmapping_thread_idle() noexcept;
 
-// How many blocks the thread has unmapped so far (for tests and diagnostics).
+// How many blocks the thread has unmapped so far, the recycler's aged idle spans included (for
+// tests and diagnostics).
 std::size_t blocks_unmapped_in_background() noexcept;
+
+// Span decay, for the recycler (see recycler.cpp): while idle_spans_exist(), the thread ticks every
+// decay_tick_ms, advancing decay_epoch() and calling decay_idle_spans() with it; otherwise it
+// sleeps until woken, so that an idle process is not woken up. Where the thread cannot sleep with a
+// timeout (not Linux), there is no decay.
+#if defined(__linux__)
+inline constexpr bool span_decay_available = true;
+#else
+inline constexpr bool span_decay_available = false;
+#endif
+inline constexpr unsigned decay_tick_ms = 250;
+inline constexpr unsigned decay_ticks = 4; // a span idle for 0.75 to 1 s goes back
+
+// The thread's clock, read (relaxed) where a span becomes idle: no clock on the hot path.
+unsigned decay_epoch() noexcept;
+
+// Called as idle spans go from none to some: makes the thread tick (started if need be). False if
+// there is no thread to do so (then the caller gives its idle spans back itself).
+bool start_span_decay() noexcept;
 
 } // namespace sched::detail
 

@@ -17,10 +17,11 @@ namespace sched::detail {
 // spans: arming and cancelling timeouts in a loop then takes no lock, with a small handler or a
 // coroutine's. A block may be freed on any thread; it joins that thread's cache, whose older half
 // goes back to the spans once it is full (a thread found to only free blocks of a class, by its
-// 433rd free at the latest, keeps no more than 16 of them from then on), and a span whose blocks
-// are all back goes back to the system (one empty span per class is kept), unmapped by a
-// background thread rather than the freeing one, unless that thread is behind (see
-// background_unmap.hpp).
+// 433rd free at the latest, keeps no more than 16 of them from then on). A span whose blocks are
+// all back stays mapped, and resident, for about a second (up to 4 MB of such spans per class),
+// for the next refill of its class; then, or at once beyond those 4 MB, it goes back to the system
+// (one empty span per class is kept, not resident), unmapped by a background thread rather than
+// the freeing one, unless that thread is behind (see background_unmap.hpp).
 // Blocks above max_recycled_size, and every block under AddressSanitizer (so that it sees each
 // use), go straight to operator new and delete. A block is aligned to 16 bytes if its size is a
 // multiple of 16, else to 8. A thread's cache goes back to the spans as the thread exits (the
@@ -32,6 +33,16 @@ inline constexpr bool recycles_blocks = !under_address_sanitizer;
 
 void* recycled_allocate(std::size_t size);
 void recycled_deallocate(void* block, std::size_t size) noexcept;
+
+// Empty spans kept mapped for reuse (span decay, see recycler.cpp) all go back to the system now,
+// on the calling thread: for tests and benchmarks that read the resident size.
+void release_idle_spans() noexcept;
+
+// For the unmapping thread: whether any class has an idle span, and a tick of its clock (the
+// spans idle for decay_ticks go back; classes whose lock is busy wait for the next tick). Returns
+// how many spans it unmapped.
+bool idle_spans_exist() noexcept;
+std::size_t decay_idle_spans(unsigned epoch) noexcept;
 
 // The recycler as an allocator: what task nodes are allocated with unless their submitter brings
 // its own allocator. Over-aligned types bypass it (its blocks are aligned as their size allows, up
