@@ -129,7 +129,7 @@ struct pool_options
     /// an executor, the two hooks bracket its hand-off: before_execute as it is posted, and
     /// after_execute where it was to run; one that does not run there (its missed_tick_policy
     /// skips it, it was cancelled on its way, or a shutdown ended it) still gets both, the
-    /// second with null.
+    /// second with null, unless the pool has been destroyed by then.
     std::function<void()> before_execute;
 
     /// Runs on the worker after each run of a task, with what the run threw, or null (Java's

@@ -123,10 +123,11 @@ public:
 
     /// shutdown_now(), cancelling what had not started (with no memory needed), then joins the
     /// workers, then waits for the periodic ticks that have started on other executors (a tick
-    /// that destroys the pool is not waited for, from within). Not on one of the pool's workers:
-    /// not from its tasks, its hooks that run there (before_execute, after_execute,
-    /// on_thread_stop...) or the destructors of its tasks' callables (a worker cannot join itself:
-    /// the process terminates).
+    /// that destroys the pool is not waited for, from within), as for a worker's run: such a
+    /// tick must not wait for what the destroying thread holds, nor destroy another pool whose
+    /// own ticks may destroy this one. Not on one of the pool's workers: not from its tasks, its
+    /// hooks that run there (before_execute, after_execute, on_thread_stop...) or the destructors
+    /// of its tasks' callables (a worker cannot join itself: the process terminates).
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;

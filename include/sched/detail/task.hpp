@@ -570,8 +570,8 @@ public:
             runs_here_ = outer_;
             const hold held(link_);
             --link_.runs_;
-            if (!link_.owner_)
-                link_.runs_ended_.notify_all(); // sever() may be waiting
+            if (link_.severing_)
+                link_.runs_ended_.notify_all();
         }
 
         explicit operator bool() const noexcept { return started_; }
@@ -591,16 +591,18 @@ public:
         return owner_ != nullptr;
     }
 
-    // The owner is leaving; returns once no finish_run() is inside it, and no started_run is
-    // left but this thread's own.
+    // The owner is leaving (it lets no run start any more); returns once no finish_run() is
+    // inside it, and no started_run is left but this thread's own. The others end while the
+    // owner is still there, so that it sees their ends (its hooks run for them).
     void sever() noexcept
     {
         std::unique_lock lock(mutex_);
-        owner_ = nullptr;
         std::size_t own = 0;
         for (const started_run* r = runs_here_; r; r = r->outer_)
             own += &r->link_ == this;
+        severing_ = true;
         runs_ended_.wait(lock, [&] { return runs_ == own; });
+        owner_ = nullptr;
     }
 
 private:
@@ -643,7 +645,8 @@ private:
 
     std::mutex mutex_;
     task_owner<Clock>* owner_;
-    std::size_t runs_ = 0; // started_run objects alive
+    std::size_t runs_ = 0;  // started_run objects alive
+    bool severing_ = false; // sever() waits for them
     std::condition_variable runs_ended_;
 };
 
