@@ -219,10 +219,10 @@ void* take_block(span_list& list, std::size_t index)
 }
 
 // Under the class's lock: `block` is back in its span. A span left empty goes on the idle list
-// (`armed` is set if it is the first idle span of all classes: the unmapping thread must start
-// ticking), or is kept as the spare, or else added to `emptied` (through its `next`), to be
-// unmapped once the lock is released.
-void give_back(span_list& list, void* block, span*& emptied, bool& arm) noexcept
+// (and `idled` is set: the unmapping thread must age it), or, if that is full, is kept as the
+// spare, or else added to `emptied` (through its `next`), to be unmapped once the lock is
+// released.
+void give_back(span_list& list, void* block, span*& emptied, bool& idled) noexcept
 {
     span& s = *span_of(block);
     s.free = ::new (block) free_block{s.free};
@@ -247,8 +247,8 @@ void give_back(span_list& list, void* block, span*& emptied, bool& arm) noexcept
             list.idle_oldest = &s;
         list.idle_newest = &s;
         ++list.idle_count;
-        if (idle_spans.fetch_add(1, std::memory_order_relaxed) == 0)
-            arm = true;
+        idle_spans.fetch_add(1, std::memory_order_relaxed);
+        idled = true;
         return;
     }
     if (list.spare)
@@ -327,7 +327,7 @@ std::size_t unmap_chain(span* s) noexcept
 }
 
 // All the idle spans of `list` go back to the system now, on this thread.
-void release_idle_spans(span_list& list) noexcept
+void release_idle_spans_of(span_list& list) noexcept
 {
     span* expired = nullptr;
     {
@@ -345,24 +345,22 @@ struct free_list
     std::size_t count;
 };
 
-// Gives the blocks of a chain back to their spans. The spans this empties (beyond the spare) go
-// back to the system on the unmapping thread (unless 1 MB already waits for it): a chain of 144
-// blocks freed in the order their timers fell due may empty several at once (bursts of 4 to 8,
-// measured in W3), and unmapping them here would hold up this thread's timers, and the class's
-// lock, by 14 µs or more each. (The first span to empty while the class has no spare becomes the
-// spare, and its pages are discarded here, under the lock: once, until a refill takes the spare
-// again.)
+// Gives the blocks of a chain back to their spans. The spans this empties go on the class's idle
+// list, and beyond it (after the spare) back to the system on the unmapping thread (unless 1 MB
+// already waits for it): a chain of 144 blocks freed in the order their timers fell due may empty
+// several at once (bursts of 4 to 8, measured in W3), and unmapping them here would hold up this
+// thread's timers, and the class's lock, by 14 µs or more each.
 void give_back_all(std::size_t index, free_block* chain) noexcept
 {
     span_list& list = spans[index];
     span* emptied = nullptr;
-    bool arm = false;
+    bool idled = false;
     {
         std::lock_guard lock(list.mutex);
         while (free_block* b = chain)
         {
             chain = b->next;
-            give_back(list, b, emptied, arm);
+            give_back(list, b, emptied, idled);
         }
     }
     while (span* s = emptied)
@@ -371,9 +369,9 @@ void give_back_all(std::size_t index, free_block* chain) noexcept
         unmap_in_background(s, span_size, span_size);
     }
     // No thread to age the idle spans (it could not be started, or the program is ending): they
-    // go back now.
-    if (arm && !start_span_decay())
-        release_idle_spans(list);
+    // go back now, those of every class (some may have gone idle as the thread ended).
+    if (idled && !start_span_decay())
+        release_idle_spans();
 }
 
 // Per class, where the newest block kept by the last spill is (compared only: it may have been
@@ -553,7 +551,7 @@ bool idle_spans_exist() noexcept
 void release_idle_spans() noexcept
 {
     for (span_list& list : spans)
-        release_idle_spans(list);
+        release_idle_spans_of(list);
 }
 
 void* recycled_allocate(std::size_t size)

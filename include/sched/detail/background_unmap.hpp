@@ -63,8 +63,8 @@ inline constexpr unsigned decay_ticks = 4; // a span idle for 0.75 to 1 s goes b
 // The thread's clock, read (relaxed) where a span becomes idle: no clock on the hot path.
 unsigned decay_epoch() noexcept;
 
-// Called as idle spans go from none to some: makes the thread tick (started if need be). False if
-// there is no thread to do so (then the caller gives its idle spans back itself).
+// Called as a span goes idle: makes the thread tick (started if need be), if it sleeps untimed.
+// False if there is no thread to do so (then the caller gives the idle spans back itself).
 bool start_span_decay() noexcept;
 
 } // namespace sched::detail
