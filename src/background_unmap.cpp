@@ -273,7 +273,10 @@ struct thread_lifetime
     thread_lifetime& operator=(const thread_lifetime&) = delete;
 };
 
-thread_lifetime lifetime;
+// Made before the program's own static objects (and destroyed after them), so that the fork
+// handlers of the program's that those register run their prepare first, before this one holds
+// the thread's locks (prepare handlers run in the reverse order of registration).
+__attribute__((init_priority(101))) thread_lifetime lifetime;
 
 // Under the mutex: whether the thread runs, started now if need be.
 bool running() noexcept

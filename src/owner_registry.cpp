@@ -4,6 +4,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include <pthread.h>
+
 namespace sched::detail {
 
 namespace {
@@ -11,6 +13,30 @@ namespace {
 constinit std::mutex registry_mutex; // adders and removers; find() takes no lock
 // No number below it is free. Guarded by registry_mutex.
 constinit owner_registry::number lowest_free = 1;
+
+// A child forked while another thread adds or removes an owner would find the mutex locked for
+// good, and hang as it makes its first pool: the fork waits for it, and both processes let go of
+// it after. Registered before the program's own static objects are made, as the recycler's
+// handlers are (see there).
+void lock_for_fork() noexcept
+{
+    registry_mutex.lock();
+}
+
+void unlock_after_fork() noexcept
+{
+    registry_mutex.unlock();
+}
+
+struct fork_handlers
+{
+    fork_handlers() noexcept
+    {
+        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+    }
+};
+
+__attribute__((init_priority(101))) const fork_handlers handlers;
 
 } // namespace
 

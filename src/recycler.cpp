@@ -446,7 +446,11 @@ struct process_hooks
     process_hooks& operator=(const process_hooks&) = delete;
 };
 
-process_hooks hooks;
+// Made before the program's own static objects (and destroyed after them), so that the fork
+// handlers of the program's that those register run their prepare first, before this one holds
+// the spans' locks: such a handler may allocate or free task nodes (prepare handlers run in the
+// reverse order of registration).
+__attribute__((init_priority(101))) process_hooks hooks;
 
 // Arranges for close_cache() to run as this thread exits; false if it cannot (no key, or no
 // memory; or before the program has started, or after it has ended): the thread then keeps no

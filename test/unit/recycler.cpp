@@ -52,6 +52,19 @@ struct addresses
     std::uintptr_t again = 0;
 };
 
+// Set while a test forks: this program's own fork handler then allocates from the recycler.
+std::atomic<bool> prepare_allocates{false};
+
+void allocate_in_prepare() noexcept
+{
+    if (prepare_allocates.load())
+        recycled_deallocate(recycled_allocate(max_recycled_size), max_recycled_size);
+}
+
+// Registered as this file's static objects are made: before the library's handlers, unless the
+// library's are registered first.
+const int prepare_registered = pthread_atfork(&allocate_in_prepare, nullptr, nullptr);
+
 // Allocates `size` bytes from the recycler and writes all of them.
 void* allocate_and_fill(std::size_t size)
 {
@@ -404,6 +417,27 @@ BOOST_AUTO_TEST_CASE(a_process_forked_while_another_thread_uses_the_recycler_can
         stuck += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }
     BOOST_TEST(stuck == 0);
+}
+
+// A prepare handler that the program registers as it starts runs before the library's, which
+// take the spans' locks: it may allocate (it waited for a lock the forking thread held itself).
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(recycling))
+BOOST_AUTO_TEST_CASE(a_fork_handler_the_program_registers_may_use_the_recycler,
+                     *boost::unit_test::timeout(60))
+{
+    BOOST_TEST_REQUIRE(prepare_registered == 0);
+    const int status = on_new_thread([] { // a cache that starts empty: the refill takes a lock
+        prepare_allocates = true;
+        const pid_t child = fork();
+        prepare_allocates = false;
+        if (child == 0)
+            _exit(0);
+        int waited = -1;
+        if (child > 0 && waitpid(child, &waited, 0) != child)
+            waited = -1;
+        return waited;
+    });
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
