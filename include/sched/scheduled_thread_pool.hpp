@@ -130,7 +130,9 @@ public:
     /// tick must not wait for what the destroying thread holds, nor destroy another pool whose
     /// own ticks may destroy this one. Not on one of the pool's workers: not from its tasks, its
     /// hooks that run there (before_execute, after_execute, on_thread_stop...) or the destructors
-    /// of its tasks' callables (a worker cannot join itself: the process terminates).
+    /// of its tasks' callables (a worker cannot join itself: the process terminates). Nor from
+    /// its hooks or error sink wherever they run (a bound tick's after_execute runs on the tick's
+    /// executor: destroying the pool there hangs).
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;
