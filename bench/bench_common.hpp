@@ -73,15 +73,20 @@ inline std::int64_t vm_rss_bytes()
     return 0;
 }
 
-/// Gives glibc's free memory back to the OS, and waits (3 s at most) for the recycler's idle
-/// spans to go back to it as they age (span decay: about a second), so that an RSS reading taken
-/// next is not flattered (or inflated) by what earlier benchmarks left, and shows what a process
-/// has back a second after it freed its tasks.
+/// Waits (3 s at most) for the recycler's emptied spans to go back to the OS as they age (span
+/// decay: about a second): what a process has back a second after it freed its tasks.
+inline void await_span_decay()
+{
+    for (int i = 0; i < 300 && sched::detail::idle_spans_exist(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+/// Gives glibc's free memory back to the OS, and the recycler's emptied spans, so that an RSS
+/// reading taken next is not flattered (or inflated) by what earlier benchmarks left.
 inline void trim_heap()
 {
     ::malloc_trim(0);
-    for (int i = 0; i < 300 && sched::detail::idle_spans_exist(); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    await_span_decay();
 }
 
 /// A counter showing the time per item for `count` items over the benchmark's time (an

@@ -82,8 +82,9 @@
 //           future.cancel() for all, in random order (as timeouts are cancelled; the order is
 //           drawn before the first reading); VmRSS after (B_after_cancel: the futures still hold
 //           their task objects, 56 bytes each here; the bodies and queue entries are gone), after
-//           dropping the futures (B_after_drop: what cancelling all leaves), and after
-//           malloc_trim(0) (B_after_trim: glibc may keep freed small blocks). The vectors of
+//           dropping the futures (B_after_drop: what cancelling all leaves, read once the
+//           recycler's emptied spans have aged, about a second: bench::await_span_decay()), and
+//           after malloc_trim(0) (B_after_trim: glibc may keep freed small blocks). The vectors of
 //           handles are mapped from the kernel on their own (mapped_allocator below), so that
 //           dropping one returns all of its pages whatever malloc did before.
 //   asio    N x timers.emplace_back(io, delay).async_wait([p](error_code) {...}) into a
@@ -713,6 +714,7 @@ void w2_sched(benchmark::State& state)
         });
         rss.cancelled = bench::vm_rss_bytes();
         decltype(futures)().swap(futures);
+        bench::await_span_decay();
         rss.dropped = bench::vm_rss_bytes();
         bench::trim_heap();
         rss.trimmed = bench::vm_rss_bytes();
@@ -756,6 +758,7 @@ void w2_asio(benchmark::State& state)
         });
         rss.cancelled = bench::vm_rss_bytes();
         decltype(timers)().swap(timers);
+        bench::await_span_decay();
         rss.dropped = bench::vm_rss_bytes();
         bench::trim_heap();
         rss.trimmed = bench::vm_rss_bytes();

@@ -262,7 +262,7 @@ def pool_w2_section(r, rows):
                                ("… without the handle", "B_per_item_excl_vec", 1),
                                ("after cancelling all, the handles still held", "B_after_cancel",
                                 1),
-                               ("… and the handles dropped", "B_after_drop", 1),
+                               ("… and the handles dropped (a second later)", "B_after_drop", 1),
                                ("… and then `malloc_trim(0)`", "B_after_trim", 1)):
         table.append([label, num(s[key], digits), num(a and a[key], digits)])
     r.table(["W2", "sched", "steady_timer"], table)
@@ -273,7 +273,7 @@ def pool_w2_section(r, rows):
              "≤ 56 bytes (whole bytes a task)", f"{s['B_per_item']:.1f} bytes",
              round(s["B_per_item"]) <= 56)
     r.target("W2, cancelling all (in random order) and dropping the handles returns the memory",
-             "≤ 2 bytes per task left (no `malloc_trim`)", f"{s['B_after_drop']:.1f} bytes",
+             "≤ 2 bytes per task left a second later (no `malloc_trim`)", f"{s['B_after_drop']:.1f} bytes",
              s["B_after_drop"] <= 2)
 
 
