@@ -129,8 +129,8 @@ void* run(void*)
         if (!taken)
         {
             const bool ending = background.state == thread_state::ended;
-            // Under the mutex: a span that becomes the first idle one after this reads false
-            // here finds `asleep` set and `ticking` clear, and wakes the thread.
+            // Under the mutex: a span that goes idle after this check finds `asleep` set, and
+            // wakes the thread unless it ticks already.
             const bool ticking = span_decay_available && !ending && idle_spans_exist();
             if (!ticking)
                 next_tick = 0;

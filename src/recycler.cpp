@@ -82,7 +82,7 @@ static_assert(sizeof(span) <= span_header);
 constexpr bool decays_spans = maps_memory && span_decay_available;
 constexpr std::size_t max_idle_spans = 64;
 
-// How many spans wait on the idle lists of all classes (0 -> 1 asks the unmapping thread to tick).
+// How many spans wait on the idle lists of all classes: the unmapping thread ticks while any do.
 constinit std::atomic<std::size_t> idle_spans{0};
 
 // Spans of one class, under its lock.
@@ -190,6 +190,16 @@ span* take_idle(span_list& list, span* s) noexcept
     return s;
 }
 
+// Under the class's lock: `s`, empty and on no list, becomes the class's spare: kept mapped, but
+// not resident.
+void keep_as_spare(span_list& list, span& s) noexcept
+{
+    s.free = nullptr; // every carved block is back: carving starts over
+    s.carved = 0;
+    discard_pages(&s + 1, span_size - sizeof(span));
+    list.spare = &s;
+}
+
 // Under the class's lock: a block of the class, from a span with room, an idle span, the spare,
 // or a new span.
 void* take_block(span_list& list, std::size_t index)
@@ -257,12 +267,7 @@ void give_back(span_list& list, void* block, span*& emptied, bool& idled) noexce
         emptied = &s;
     }
     else
-    {
-        s.free = nullptr; // every carved block is back: carving starts over
-        s.carved = 0;
-        discard_pages(&s + 1, span_size - sizeof(span)); // kept, but not resident
-        list.spare = &s;
-    }
+        keep_as_spare(list, s);
 }
 
 // A process forked while another thread holds a lock of the spans would find it locked for good:
@@ -290,7 +295,6 @@ void unlock_in_child() noexcept
     for (span_list& list : spans)
         while (list.idle_oldest)
             unmap_memory(take_idle(list, list.idle_oldest), span_size, span_size);
-    idle_spans.store(0, std::memory_order_relaxed);
     unlock_after_fork();
 }
 
@@ -304,10 +308,7 @@ span* take_expired(span_list& list, unsigned epoch, bool all) noexcept
     {
         span* s = take_idle(list, list.idle_oldest);
         if (!list.spare)
-        {
-            discard_pages(s + 1, span_size - sizeof(span));
-            list.spare = s;
-        }
+            keep_as_spare(list, *s);
         else
         {
             s->next = expired;
