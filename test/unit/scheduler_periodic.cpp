@@ -8,9 +8,11 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <atomic>
 #include <exception>
 #include <future>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -288,6 +290,63 @@ BOOST_AUTO_TEST_CASE(a_bound_tick_that_has_started_holds_up_the_pools_destructio
     BOOST_TEST_REQUIRE(io.stopped());
     BOOST_TEST(ticks_at_end.value_or(99) == 1u);
     BOOST_CHECK_THROW(std::rethrow_exception(why), tick_failure); // its first failure ends it
+}
+
+// A pool's hooks may run an io_context (test_io_alarm's polling hook does). Here the after_execute
+// hooks of two pools, for a bound tick each, run the io_context of the other pool's ticks, on two
+// threads at once: each thread ends a run of the other pool inside a run of its own pool. Both go
+// on (each thread held its own pool's link locked across its hook, and waited for the other's).
+BOOST_AUTO_TEST_CASE(hooks_of_two_pools_may_each_run_the_others_ticks_at_once,
+                     *boost::unit_test::timeout(60))
+{
+    boost::asio::io_context io;
+    std::array<boost::asio::io_context, 2> ticks_io;
+    std::latch both_in_hooks(2);
+    std::array<std::atomic<bool>, 2> hooked{};
+    std::array<std::atomic<std::size_t>, 2> ran{}, others_ran{};
+    std::array<std::atomic<int>, 2> ticks{};
+    const auto hooking = [&](std::size_t i) {
+        sched::pool_options options;
+        options.threads = 1;
+        options.after_execute = [&, i](std::exception_ptr) {
+            if (hooked[i].exchange(true)) // once, for the first tick of pool i
+                return;
+            both_in_hooks.arrive_and_wait();
+            others_ran[i] = ticks_io[1 - i].run_one_for(std::chrono::minutes(1));
+        };
+        return options;
+    };
+    sched::scheduled_thread_pool pool0(hooking(0)), pool1(hooking(1));
+    std::array<sched::scheduler, 2> schedulers{sched::scheduler(io, pool0),
+                                               sched::scheduler(io, pool1)};
+    std::array<std::optional<std::size_t>, 4> ticks_at_end;
+    for (std::size_t i = 0; i < 2; ++i)
+    {
+        for (std::size_t k = 0; k < 2; ++k)
+        {
+            schedulers[i].async_schedule_at_fixed_rate(
+                0s, 1h, boost::asio::bind_executor(ticks_io[i], [&, i] { ++ticks[i]; }),
+                [&, n = 2 * i + k](std::exception_ptr, std::size_t t) { ticks_at_end[n] = t; });
+        }
+    }
+    std::array<std::thread, 2> threads;
+    for (std::size_t i = 0; i < 2; ++i)
+        threads[i] =
+            std::thread([&, i] { ran[i] = ticks_io[i].run_one_for(std::chrono::minutes(1)); });
+    for (std::thread& t : threads)
+        t.join();
+    for (std::size_t i = 0; i < 2; ++i)
+    {
+        BOOST_TEST(ran[i].load() == 1u);
+        BOOST_TEST(others_ran[i].load() == 1u);
+        BOOST_TEST(ticks[i].load() == 2);
+    }
+    pool0.shutdown();
+    pool1.shutdown();
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped());
+    for (const std::optional<std::size_t>& n : ticks_at_end)
+        BOOST_TEST(n.value_or(99) == 1u);
 }
 
 BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_remove_on_cancel,

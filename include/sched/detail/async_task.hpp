@@ -755,7 +755,7 @@ private:
             completion_due_ = true; // posted when the runner lets go: see destroy()
     }
 
-    // Posts the completion, now or, if this thread holds a pool's owner_link, once it lets go.
+    // Posts the completion, now or, if this thread keeps a pool from leaving, once it lets go.
     void send_completion() noexcept
     {
         if (!deferred_completions::defer(*this))

@@ -5,15 +5,14 @@
 
 namespace sched::detail {
 
-// Holds back the completions that fall due on this thread while it holds a lock that the
-// destruction of their handlers may need, and sends them on once it has let go of it: an
-// owner_link's, which a pool's destructor takes. An executor that refuses a completion (its
-// context shutting down, a pool shut down) destroys it at once, and the handler with it, which may
-// hold the last reference to that pool. Declared before the lock is taken, so that it ends after
-// the lock is released. Scopes nest: the outermost sends them on, in the order they fell due. One
-// refused as it is sent on is destroyed there, before the rest are sent on (its context may be
-// waiting for it to finish): if its handler's destruction ends other operations (its pool's),
-// their completions go ahead of the rest.
+// Holds back the completions that fall due on this thread while it keeps a pool from leaving
+// (it pins the pool's owner_link, whose destructor waits for that), and sends them on once it has
+// let go: an executor that refuses a completion (its context shutting down, a pool shut down)
+// destroys it at once, and the handler with it, which may hold the last reference to that pool.
+// Declared before the pool is pinned, so that it ends after the pin does. Scopes nest: the
+// outermost sends them on, in the order they fell due. One refused as it is sent on is destroyed
+// there, before the rest are sent on (its context may be waiting for it to finish): if its
+// handler's destruction ends other operations (its pool's), their completions go ahead of the rest.
 class deferred_completions
 {
 public:

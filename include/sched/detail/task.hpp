@@ -509,8 +509,9 @@ private:
 };
 
 // The way back to a task's owner for a detached run, which may end after the owner is gone: then
-// the task ends as if the owner had been shut down. A thread inside with_owner() or finish_run()
-// may come back in (a pool's hook that runs the io_context, whose handlers end that pool's runs).
+// the task ends as if the owner had been shut down. No lock of the link is held while the owner's
+// code runs (its hooks, which may run an io_context whose handlers end runs of this owner or of
+// others): the owner is pinned instead, and cannot leave until it is let go.
 template <class Clock>
 class owner_link
 {
@@ -520,10 +521,10 @@ public:
     // Takes over the runner's reference to `t`.
     void finish_run(task<Clock>& t, std::exception_ptr error) noexcept
     {
-        const deferred_completions after_unlock; // a handler may own the owner: see there
-        const hold held(*this);                  // the owner cannot leave meanwhile
-        if (owner_)
-            owner_->finish_run(t, std::move(error));
+        const deferred_completions after_unpin; // a handler may own the owner: see there
+        const pinned owner(*this);
+        if (owner.get())
+            owner.get()->finish_run(t, std::move(error));
         else
         {
             if (t.cancel(false))
@@ -539,9 +540,9 @@ public:
     template <class F>
     void with_owner(F f)
     {
-        const deferred_completions after_unlock; // a handler may own the owner: see there
-        const hold held(*this);
-        if (owner_)
+        const deferred_completions after_unpin; // a handler may own the owner: see there
+        const pinned owner(*this);
+        if (owner.get())
             f();
     }
 
@@ -553,11 +554,11 @@ public:
     public:
         started_run(owner_link& link, const task<Clock>& t) : link_(link), outer_(runs_here_)
         {
-            const hold held(link);
+            const std::lock_guard lock(link.mutex_);
             started_ = link.owner_ && link.owner_->may_run(t);
             if (started_)
             {
-                ++link.runs_;
+                ++link.pins_;
                 runs_here_ = this;
             }
         }
@@ -568,10 +569,7 @@ public:
             if (!started_)
                 return;
             runs_here_ = outer_;
-            const hold held(link_);
-            --link_.runs_;
-            if (link_.severing_)
-                link_.runs_ended_.notify_all();
+            link_.unpin();
         }
 
         explicit operator bool() const noexcept { return started_; }
@@ -587,13 +585,14 @@ public:
     // before sever() (and f() in with_owner()) happened before this returned.
     bool alive()
     {
-        const hold held(*this);
+        const std::lock_guard lock(mutex_);
         return owner_ != nullptr;
     }
 
-    // The owner is leaving (it lets no run start any more); returns once no finish_run() is
-    // inside it, and no started_run is left but this thread's own. The others end while the
-    // owner is still there, so that it sees their ends (its hooks run for them).
+    // The owner is leaving (it lets no run start any more); returns once no finish_run() or
+    // with_owner() is inside it, and no started_run is left but this thread's own. The others end
+    // while the owner is still there, so that it sees their ends (its hooks run for them). Not for
+    // the owner's own code inside finish_run() or with_owner(): that would wait for itself.
     void sever() noexcept
     {
         std::unique_lock lock(mutex_);
@@ -601,53 +600,52 @@ public:
         for (const started_run* r = runs_here_; r; r = r->outer_)
             own += &r->link_ == this;
         severing_ = true;
-        runs_ended_.wait(lock, [&] { return runs_ == own; });
+        pins_released_.wait(lock, [&] { return pins_ == own; });
         owner_ = nullptr;
     }
 
 private:
-    // Holds the link's lock, unless this thread holds it already (further out on its stack).
-    class hold
+    // The owner, if it is still there, pinned until this is destroyed.
+    class pinned
     {
     public:
-        explicit hold(owner_link& link) noexcept : link_(link), outer_(held_here_)
+        explicit pinned(owner_link& link) noexcept : link_(link)
         {
-            for (const hold* h = outer_; h; h = h->outer_)
-            {
-                if (&h->link_ == &link)
-                    return;
-            }
-            link.mutex_.lock();
-            locked_ = true;
-            held_here_ = this;
+            const std::lock_guard lock(link.mutex_);
+            owner_ = link.owner_;
+            link.pins_ += owner_ != nullptr;
         }
-        hold(const hold&) = delete;
-        hold& operator=(const hold&) = delete;
-        ~hold()
+        pinned(const pinned&) = delete;
+        pinned& operator=(const pinned&) = delete;
+        ~pinned()
         {
-            if (locked_)
-            {
-                held_here_ = outer_;
-                link_.mutex_.unlock();
-            }
+            if (owner_)
+                link_.unpin();
         }
+
+        task_owner<Clock>* get() const noexcept { return owner_; }
 
     private:
         owner_link& link_;
-        const hold* const outer_;
-        bool locked_ = false;
+        task_owner<Clock>* owner_;
     };
 
-    // The innermost hold of this thread that locked its link.
-    static inline thread_local const hold* held_here_ = nullptr;
+    void unpin() noexcept
+    {
+        const std::lock_guard lock(mutex_);
+        --pins_;
+        if (severing_)
+            pins_released_.notify_all();
+    }
+
     // The innermost started_run of this thread, of any link.
     static inline thread_local const started_run* runs_here_ = nullptr;
 
     std::mutex mutex_;
     task_owner<Clock>* owner_;
-    std::size_t runs_ = 0;  // started_run objects alive
+    std::size_t pins_ = 0;  // pinned and started_run objects alive
     bool severing_ = false; // sever() waits for them
-    std::condition_variable runs_ended_;
+    std::condition_variable pins_released_;
 };
 
 } // namespace sched::detail
