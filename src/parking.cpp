@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <new>
 
+#include <pthread.h>
+
 namespace sched::detail {
 namespace {
 
@@ -28,6 +30,29 @@ slot_table& table() noexcept
     static slot_table* const made = ::new (static_cast<void*>(storage)) slot_table();
     return *made;
 }
+
+// A child forked while a thread of the parent waits in a slot, or holds its mutex, gets none of
+// those threads: the child makes the table again, over the old one (destroying that would block),
+// as its slots' condition variables would still count the parent's waiters, and glibc's
+// notify_all() waits for them for ever, and a mutex held at the fork stays locked.
+void remake_in_child() noexcept
+{
+    ::new (static_cast<void*>(&table())) slot_table();
+}
+
+// Made before the program's static objects, as the library's other fork handlers are (see
+// recycler.cpp): a child handler that the program registers runs after this one, and may wait
+// for tasks. The table is made here too, before any thread might fork while another makes it.
+struct fork_handler
+{
+    fork_handler() noexcept
+    {
+        (void)table();
+        (void)pthread_atfork(nullptr, nullptr, &remake_in_child);
+    }
+};
+
+__attribute__((init_priority(101))) const fork_handler handler;
 
 } // namespace
 

@@ -2,16 +2,20 @@
 #include <sched/scheduled_future.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/parking.hpp>
+
 #include <boost/asio/error.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -376,6 +380,55 @@ BOOST_AUTO_TEST_CASE(a_thread_waiting_on_a_future_does_not_hold_the_process_exit
             return 1;
         std::exit(0); // a hang here is killed after 20 s, and fails the test
     }));
+}
+
+// A child forked while threads of the parent wait for tasks waits for its own, and its pool's
+// worker wakes it. The parent's threads wait in every slot that waiters park in. Before, the
+// child's slots still counted the parent's waiters, which it does not have, and glibc's
+// notify_all() waited for them for ever: a child's worker hung as it completed a task.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(sched::test::child_starts_threads))
+BOOST_AUTO_TEST_CASE(a_child_forked_while_threads_wait_for_tasks_can_wait_for_its_own,
+                     *boost::unit_test::timeout(120))
+{
+    std::set<sched::detail::parking_slot*> slots;
+    for (std::uintptr_t address = 16; address <= 16 * 4096; address += 16)
+        slots.insert(&sched::detail::parking_slot_for(reinterpret_cast<const void*>(address)));
+    std::atomic<bool> released{false};
+    std::vector<std::unique_ptr<sched::test::blocking_call<int>>> waiters;
+    for (sched::detail::parking_slot* slot : slots)
+    {
+        waiters.push_back(std::make_unique<sched::test::blocking_call<int>>([slot, &released] {
+            std::unique_lock lock(slot->mutex);
+            slot->completed.wait(lock, [&] { return released.load(); });
+            return 0;
+        }));
+    }
+    for (const auto& waiter : waiters)
+        BOOST_TEST_REQUIRE(waiter->wait_until_blocked());
+    BOOST_TEST(sched::test::in_child([&slots] {
+        for (sched::detail::parking_slot* slot : slots) // as each slot's next completion does
+        {
+            {
+                const std::lock_guard lock(slot->mutex);
+            }
+            slot->completed.notify_all();
+        }
+        sched::scheduled_thread_pool pool(1);
+        int ran = 0;
+        for (int i = 0; i < 100; ++i)
+            ran += pool.schedule(1ms, [] { return 1; }).get(); // it waits: the task is not due
+        return ran == 100 ? 0 : 1;
+    }));
+    released = true;
+    for (sched::detail::parking_slot* slot : slots)
+    {
+        {
+            const std::lock_guard lock(slot->mutex);
+        }
+        slot->completed.notify_all();
+    }
+    for (const auto& waiter : waiters)
+        BOOST_TEST(waiter->get() == 0);
 }
 #endif
 
