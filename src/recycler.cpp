@@ -429,7 +429,7 @@ struct process_hooks
         if (pthread_key_create(&closer_key, &close_cache) == 0)
             closer_state.fetch_or(closer_key_exists, std::memory_order_release);
         // Without memory for the handlers, a fork is as unsafe as without them.
-        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_in_child);
+        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &in_child);
     }
 
     ~process_hooks()
@@ -445,6 +445,15 @@ struct process_hooks
 
     process_hooks(const process_hooks&) = delete;
     process_hooks& operator=(const process_hooks&) = delete;
+
+private:
+    // The child's one thread is not registering: a count that a thread of the parent had added
+    // as it forked would hold up the destructor for ever (the child's exit()).
+    static void in_child() noexcept
+    {
+        closer_state.fetch_and(closer_key_exists, std::memory_order_relaxed);
+        unlock_in_child();
+    }
 };
 
 // Made before the program's own static objects (and destroyed after them), so that the fork
