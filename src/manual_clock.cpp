@@ -5,16 +5,50 @@
 #include <stdexcept>
 #include <vector>
 
+#include <pthread.h>
+
 namespace sched {
 namespace {
 
 // Lock order: registry_mutex, then a listener's own lock (taken inside on_clock_advanced).
-std::mutex registry_mutex;
+constinit std::mutex registry_mutex;
 std::vector<detail::clock_listener*>& registry()
 {
     static std::vector<detail::clock_listener*> listeners;
     return listeners;
 }
+
+// A forked child has none of the parent's queues that listen (their workers stay behind, and the
+// child must not use them), and would block on the lock of one that a thread of the parent held:
+// it starts with no listener. The fork waits for the registry's lock, and both processes let go
+// of it after. Made before the program's static objects, as the library's other fork handlers
+// are (see recycler.cpp), and the registry with it, so that it outlives a static pool.
+void lock_for_fork() noexcept
+{
+    registry_mutex.lock();
+}
+
+void unlock_after_fork() noexcept
+{
+    registry_mutex.unlock();
+}
+
+void forget_in_child() noexcept
+{
+    registry().clear();
+    registry_mutex.unlock();
+}
+
+struct fork_handlers
+{
+    fork_handlers() noexcept
+    {
+        (void)registry();
+        (void)pthread_atfork(&lock_for_fork, &unlock_after_fork, &forget_in_child);
+    }
+};
+
+__attribute__((init_priority(101))) const fork_handlers handlers;
 
 } // namespace
 

@@ -3,12 +3,14 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
 #include <stdexcept>
 
 #include "support/blocking_call.hpp"
+#include "support/child_process.hpp"
 #include "support/manual_clock_fixture.hpp"
 #include "support/test_task.hpp"
 
@@ -89,5 +91,39 @@ BOOST_AUTO_TEST_CASE(advance_wakes_a_thread_waiting_on_a_queue, *boost::unit_tes
     manual_clock::advance(1h); // no real hour passes
     BOOST_TEST(taker.get() == 7);
 }
+
+#if defined(__linux__)
+namespace {
+
+struct counting_listener final : sched::detail::clock_listener
+{
+    void on_clock_advanced() noexcept override { ++told; }
+
+    std::atomic<int> told{0};
+};
+
+} // namespace
+
+// A forked child's clock tells its own listeners, and none of the parent's: the child has none of
+// their workers, and a queue's lock that a thread of the parent held as it forked stays locked in
+// the child (a child advancing its own pool's clock hung on the parent's pool's queue).
+BOOST_AUTO_TEST_CASE(a_forked_childs_clock_tells_only_the_childs_listeners,
+                     *boost::unit_test::timeout(60))
+{
+    counting_listener parents;
+    manual_clock::add_listener(parents);
+    const bool child_passed = sched::test::in_child([&parents] {
+        counting_listener childs;
+        manual_clock::add_listener(childs);
+        manual_clock::advance(1s);
+        manual_clock::remove_listener(childs);
+        return parents.told.load() == 0 && childs.told.load() == 1 ? 0 : 1;
+    });
+    manual_clock::advance(1s);
+    manual_clock::remove_listener(parents);
+    BOOST_TEST(child_passed);
+    BOOST_TEST(parents.told.load() == 1);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()
