@@ -16,7 +16,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/child_process.hpp"
 #include "support/manual_clock_fixture.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace {
 
@@ -444,5 +449,30 @@ BOOST_AUTO_TEST_CASE(due_times_saturate_at_never)
     BOOST_TEST_REQUIRE((s.first_due(last) == last));
     BOOST_TEST((run(s, last, last, last).next == time_point::max()));
 }
+
+#if defined(__linux__)
+// Forked children draw seeds of their own for jitter, not the sequence their thread inherits
+// (every child drew the same: a prefork server's workers beat in step).
+BOOST_AUTO_TEST_CASE(forked_children_draw_jitter_seeds_of_their_own, *boost::unit_test::timeout(60))
+{
+    (void)sched::detail::next_jitter_seed(); // this thread's sequence has begun
+    void* const shared = mmap(nullptr, 2 * sizeof(std::uint64_t), PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    BOOST_TEST_REQUIRE(shared != MAP_FAILED);
+    auto* const drawn = static_cast<std::uint64_t*>(shared);
+    for (int child = 0; child < 2; ++child)
+    {
+        BOOST_TEST_REQUIRE(sched::test::in_child([&] {
+            drawn[child] = sched::detail::next_jitter_seed();
+            return 0;
+        }));
+    }
+    const std::uint64_t parents = sched::detail::next_jitter_seed();
+    BOOST_TEST(drawn[0] != drawn[1]);
+    BOOST_TEST(drawn[0] != parents);
+    BOOST_TEST(drawn[1] != parents);
+    munmap(shared, 2 * sizeof(std::uint64_t));
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,6 +4,7 @@
 #include <sched/periodic_options.hpp>
 #include <sched/tick.hpp>
 
+#include <sched/detail/fork_generation.hpp>
 #include <sched/detail/time.hpp>
 
 #include <algorithm>
@@ -31,12 +32,24 @@ inline std::uint64_t splitmix64(std::uint64_t& state) noexcept
 // A seed for a task's jitter when its options name none: distinct per call, and cheap. Asking
 // std::random_device for each task costs a system call, which a server that starts thousands of
 // jittered heartbeats a second pays on every connection; so each thread asks it once and then
-// steps a splitmix64 sequence from there.
+// steps a splitmix64 sequence from there. A forked child asks again: its thread's sequence is
+// the forking thread's, and every child would step the same one.
 inline std::uint64_t next_jitter_seed()
 {
-    thread_local std::uint64_t state =
-        (std::uint64_t{std::random_device()()} << 32) ^ std::random_device()();
-    return splitmix64(state);
+    struct sequence
+    {
+        std::uint64_t state = 0;
+        std::uint32_t generation = 0;
+        bool started = false;
+    };
+    thread_local sequence s;
+    if (!s.started || s.generation != fork_generation())
+    {
+        s.state = (std::uint64_t{std::random_device()()} << 32) ^ std::random_device()();
+        s.generation = fork_generation();
+        s.started = true;
+    }
+    return splitmix64(s.state);
 }
 
 // The generator's seed for a seed the options name: mixed first, since the first offsets of
