@@ -82,10 +82,13 @@ class basic_pool_executor;
  * A process forked while a pool exists gets none of its workers: the child may build and use
  * pools of its own, but must not use or destroy one made before the fork (its destructor
  * hangs); so a child of a process with a pool of static storage duration ends with _exit() or
- * exec, not exit(). The library registers its fork handlers (pthread_atfork) before the
- * program's static objects are made, so a prepare handler that the program registers from then
- * on runs before the library's own, and may schedule or cancel tasks; one registered earlier
- * (by a shared library loaded before this one) must not.
+ * exec, not exit(). Nor may the child run or destroy an io_context that a scheduler of such a
+ * pool used, even after its notify_fork(): that pool's operations are still counted there
+ * (run() would not return), and their alarm would take the parent's pool's tasks. The library
+ * registers its fork handlers (pthread_atfork) before the program's static objects are made, so a
+ * prepare handler that the program registers from then on runs before the library's own, and may
+ * schedule or cancel tasks; one registered earlier (by a shared library loaded before this one)
+ * must not.
  *
  * @tparam Clock The clock that due times are read on (std::chrono::steady_clock by default;
  * sched::manual_clock in tests).
