@@ -755,7 +755,8 @@ private:
             completion_due_ = true; // posted when the runner lets go: see destroy()
     }
 
-    // Posts the completion, now or, if this thread keeps a pool from leaving, once it lets go.
+    // Posts the completion, now or, if this thread is inside an owner_link's finish_run() or
+    // with_owner(), once it leaves the outermost.
     void send_completion() noexcept
     {
         if (!deferred_completions::defer(*this))
