@@ -12,10 +12,11 @@ namespace sched::detail {
 namespace {
 
 #if defined(__unix__)
+// Asked each time (a span's mapping, not a task's): a static caught in its first initialization
+// by a fork would leave the child waiting for it for ever.
 std::size_t page_size() noexcept
 {
-    static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    return page;
+    return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 void* map_pages(std::size_t bytes, std::size_t alignment)
