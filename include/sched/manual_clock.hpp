@@ -19,7 +19,8 @@ namespace sched {
  * (A future's wait_until() takes no deadline on this clock: it would wait in real time.)
  *
  * Time is process-wide (now() is static, as std::chrono and Asio require of a clock) and starts
- * at the epoch.
+ * at the epoch. A forked child's advance() wakes only the queues made in the child: a queue made
+ * before the fork is not woken there (its lock may have been held by a thread of the parent).
  *
  * @par Thread safety
  * All functions may be called from any thread, but not from under the lock of a queue on this

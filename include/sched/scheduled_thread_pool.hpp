@@ -88,7 +88,7 @@ class basic_pool_executor;
  * registers its fork handlers (pthread_atfork) before the program's static objects are made, so a
  * prepare handler that the program registers from then on runs before the library's own, and may
  * schedule or cancel tasks; one registered earlier (by a shared library loaded before this one)
- * must not.
+ * must not, nor advance a manual_clock.
  *
  * @tparam Clock The clock that due times are read on (std::chrono::steady_clock by default;
  * sched::manual_clock in tests).
