@@ -39,15 +39,13 @@ inline std::uint64_t next_jitter_seed()
     struct sequence
     {
         std::uint64_t state = 0;
-        std::uint32_t generation = 0;
-        bool started = false;
+        std::uint32_t seeded_in = 0; // fork_generation() + 1 as it was seeded; 0: not yet
     };
     thread_local sequence s;
-    if (!s.started || s.generation != fork_generation())
+    if (const std::uint32_t now = fork_generation() + 1; s.seeded_in != now)
     {
         s.state = (std::uint64_t{std::random_device()()} << 32) ^ std::random_device()();
-        s.generation = fork_generation();
-        s.started = true;
+        s.seeded_in = now;
     }
     return splitmix64(s.state);
 }
