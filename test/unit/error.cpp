@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <system_error>
 
 BOOST_AUTO_TEST_SUITE(test_error)
 
@@ -20,6 +21,17 @@ BOOST_AUTO_TEST_CASE(codes_belong_to_the_sched_category)
 BOOST_AUTO_TEST_CASE(an_unknown_value_has_a_message)
 {
     BOOST_TEST(sched::error_category().message(99) == "unknown sched error");
+}
+
+BOOST_AUTO_TEST_CASE(codes_convert_to_std_error_code_and_keep_their_category)
+{
+    const boost::system::error_code ec = sched::error::shutdown;
+    const std::error_code converted = ec;
+    BOOST_TEST(converted.category().name() == std::string("sched"));
+    BOOST_TEST(converted.value() == 1);
+    BOOST_TEST(converted.message() == "the scheduler is shut down");
+    BOOST_TEST((converted == std::error_code(sched::make_error_code(sched::error::shutdown))));
+    BOOST_TEST((boost::system::error_code(converted) == sched::error::shutdown));
 }
 
 BOOST_AUTO_TEST_CASE(rejected_execution_carries_its_reason)
