@@ -135,8 +135,9 @@ public:
     /// hooks that run there (before_execute, after_execute, on_thread_stop...) or the destructors
     /// of its tasks' callables (a worker cannot join itself: the process terminates). Nor from
     /// its hooks or error sink wherever they run (a bound tick's after_execute runs on the tick's
-    /// executor: destroying the pool there hangs), nor from a tick of the pool that one of those
-    /// hooks runs (a hook that runs the io_context: it hangs too).
+    /// executor), nor from a tick of the pool that one of those hooks runs (a hook that runs the
+    /// io_context): the destructor would wait for its caller, so the process terminates instead,
+    /// saying so on stderr.
     ~basic_scheduled_thread_pool();
 
     basic_scheduled_thread_pool(const basic_scheduled_thread_pool&) = delete;

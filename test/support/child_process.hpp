@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/wait.h>
@@ -18,26 +20,39 @@ namespace sched::test {
 
 #if defined(__linux__)
 // Runs `child` in a forked child process, which ends with its result as its exit status (or is
-// killed after 20 s); returns whether it returned 0. The child may end itself with std::exit()
-// instead, to run the static destructors (what the test runner wrote is flushed first, so that
-// the child does not write it again).
+// killed after 20 s); returns its wait status (see waitpid()), or nothing if there is no child.
+// The child may end itself with std::exit() instead, to run the static destructors (what the test
+// runner wrote is flushed first, so that the child does not write it again). A signal ends the
+// child as it would any process: the test runner's handlers (which would go on running the suite
+// in the child) are not the child's.
 template <class Child>
-bool in_child(Child child)
+std::optional<int> child_status(Child child)
 {
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid < 0)
-        return false;
+        return std::nullopt;
     if (pid == 0)
     {
-        std::signal(SIGALRM, SIG_DFL); // not the test runner's handler: the child ends
+        for (const int signal : {SIGABRT, SIGALRM, SIGBUS, SIGFPE, SIGILL, SIGSEGV})
+            std::signal(signal, SIG_DFL);
         alarm(20);
         _exit(child());
     }
     int status = 0;
-    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (waitpid(pid, &status, 0) != pid)
+        return std::nullopt;
+    return status;
+}
+
+// As child_status(); returns whether the child returned 0.
+template <class Child>
+bool in_child(Child child)
+{
+    const std::optional<int> status = child_status(std::move(child));
+    return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
 }
 #endif
 

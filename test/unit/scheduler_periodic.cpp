@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <csignal>
 #include <exception>
 #include <future>
 #include <latch>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "support/blocking_call.hpp"
+#include "support/child_process.hpp"
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
@@ -29,6 +31,7 @@
 #include "support/gate.hpp"
 #include "support/hook_clock.hpp"
 #include "support/io_fixture.hpp"
+#include "support/stderr_capture.hpp"
 #include "support/tick_log.hpp"
 #include "support/wait.hpp"
 
@@ -348,6 +351,69 @@ BOOST_AUTO_TEST_CASE(hooks_of_two_pools_may_each_run_the_others_ticks_at_once,
     for (const std::optional<std::size_t>& n : ticks_at_end)
         BOOST_TEST(n.value_or(99) == 1u);
 }
+
+// A bound tick may destroy its own pool: the destructor does not wait for the tick that calls it,
+// and the operation then ends as if the pool had been shut down.
+BOOST_AUTO_TEST_CASE(a_bound_tick_may_destroy_its_own_pool, *boost::unit_test::timeout(60))
+{
+    boost::asio::io_context io;
+    auto pool = std::make_unique<sched::scheduled_thread_pool>(1);
+    int ticks = 0;
+    int completions = 0;
+    std::optional<std::size_t> ticks_at_end;
+    std::exception_ptr why;
+    {
+        sched::scheduler scheduler(io, *pool);
+        scheduler.async_schedule_at_fixed_rate(0s, 1h,
+                                               boost::asio::bind_executor(io,
+                                                                          [&] {
+                                                                              ++ticks;
+                                                                              pool.reset();
+                                                                          }),
+                                               [&](std::exception_ptr e, std::size_t n) {
+                                                   ++completions;
+                                                   why = e;
+                                                   ticks_at_end = n;
+                                               });
+    }
+    io.run_for(std::chrono::minutes(1));
+    BOOST_TEST_REQUIRE(io.stopped());
+    BOOST_TEST(!pool);
+    BOOST_TEST(ticks == 1);
+    BOOST_TEST(completions == 1);
+    BOOST_TEST(ticks_at_end.value_or(99) == 1u);
+    BOOST_TEST(code_in(why) == make_error_code(sched::error::shutdown));
+}
+
+#if defined(__linux__)
+// A pool destroyed from its own hook (here a bound tick's after_execute, which runs on the tick's
+// executor) would wait for the hook to end, for ever: the process ends instead, saying why.
+BOOST_AUTO_TEST_CASE(a_pool_destroyed_from_its_own_hook_ends_the_process_saying_why,
+                     *boost::unit_test::precondition(sched::test::child_starts_threads))
+{
+    sched::test::stderr_capture captured; // the child's too
+    const std::optional<int> status = sched::test::child_status([] {
+        boost::asio::io_context io;
+        std::unique_ptr<sched::scheduled_thread_pool> pool;
+        sched::pool_options options;
+        options.threads = 1;
+        options.after_execute = [&pool](std::exception_ptr) {
+            pool.reset();
+        };
+        pool = std::make_unique<sched::scheduled_thread_pool>(options);
+        sched::scheduler scheduler(io, *pool);
+        scheduler.async_schedule_at_fixed_rate(0s, 1h, boost::asio::bind_executor(io, [] {}),
+                                               [](std::exception_ptr, std::size_t) {});
+        io.run_for(std::chrono::minutes(1));
+        return 0;
+    });
+    BOOST_TEST_REQUIRE(status.has_value());
+    BOOST_TEST_REQUIRE(WIFSIGNALED(*status));
+    BOOST_TEST(WTERMSIG(*status) == SIGABRT); // not SIGALRM: killed after 20 s
+    BOOST_TEST(captured.text().find("sched: a pool is being destroyed by code that it runs or "
+                                    "ends") != std::string::npos);
+}
+#endif
 
 BOOST_FIXTURE_TEST_CASE(cancelled_during_a_tick_it_ends_at_once_even_without_remove_on_cancel,
                         periodic_fixture,

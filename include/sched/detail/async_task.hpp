@@ -555,11 +555,11 @@ private:
             }
             const std::shared_ptr<owner_link<Clock>> link = t->link_; // as in the destructor
             // No tick once the pool's shutdown has ended its periodic tasks, as for a tick that a
-            // worker runs: finish_run() then ends the operation with the shutdown error. Nor
+            // worker runs: finish() then ends the operation with the shutdown error. Nor
             // does tick() run one if the operation was cancelled on its way. One that starts
             // holds up the pool's destruction until it has finished, as a worker's would.
-            const typename owner_link<Clock>::started_run run(*link, *t);
-            link->finish_run(*t, run ? t->tick(std::stop_token()) : nullptr);
+            typename owner_link<Clock>::started_run run(*link, *t);
+            run.finish(*t, run ? t->tick(std::stop_token()) : nullptr);
         }
 
         // Whether it was moved on (or ran): it holds nothing then.

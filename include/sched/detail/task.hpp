@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -515,6 +516,49 @@ private:
 template <class Clock>
 class owner_link
 {
+    // The owner, if it is still there, pinned until let go of (at the latest, when this is
+    // destroyed). On its thread's list of pins while it lives.
+    class pinned
+    {
+    public:
+        explicit pinned(owner_link& link) noexcept : link_(link), outer_(pins_here_)
+        {
+            pins_here_ = this;
+            // A pin taken once the owner is gone is given back at once, and nobody waits for it.
+            if (link.state_.fetch_add(1, std::memory_order_acquire) & gone)
+                link.state_.fetch_sub(1, std::memory_order_relaxed);
+            else
+                owner_ = link.owner_;
+        }
+        pinned(const pinned&) = delete;
+        pinned& operator=(const pinned&) = delete;
+        ~pinned()
+        {
+            let_go();
+            pins_here_ = outer_;
+        }
+
+        void let_go() noexcept
+        {
+            if (!std::exchange(owner_, nullptr))
+                return;
+            if (link_.state_.fetch_sub(1, std::memory_order_release) & severing)
+            {
+                const std::lock_guard lock(link_.mutex_); // sever() is waiting, or about to
+                link_.pins_released_.notify_all();
+            }
+        }
+
+        task_owner<Clock>* get() const noexcept { return owner_; }
+
+    private:
+        friend owner_link;
+        owner_link& link_;
+        const pinned* const outer_;
+        task_owner<Clock>* owner_ = nullptr;
+        bool run_ = false; // a started_run's, which sever() on its thread does not wait for
+    };
+
 public:
     explicit owner_link(task_owner<Clock>& owner) noexcept : owner_(&owner) {}
 
@@ -523,16 +567,7 @@ public:
     {
         const deferred_completions after_unpin; // a handler may own the owner: see there
         const pinned owner(*this);
-        if (owner.get())
-            owner.get()->finish_run(t, std::move(error));
-        else
-        {
-            if (t.cancel(false))
-                t.mark_shut_down();
-            t.await_canceller(); // one from the operation's slot holds no reference
-            t.release_body();
-            t.release();
-        }
+        end_run(owner.get(), t, std::move(error));
     }
 
     // Calls f() if the owner is still there; it cannot leave meanwhile. The completions of the
@@ -547,104 +582,105 @@ public:
     }
 
     // A run that the owner lets start now, if it is still there (see task_owner::may_run()):
-    // until it is destroyed, after the run's finish_run(), the owner cannot leave. sever() waits
-    // for it, unless sever() is called within it (a tick that destroys its own pool).
+    // until it has finished, the owner cannot leave. sever() waits for it, unless sever() is
+    // called within it (a tick that destroys its own pool). Whether it started or not, the run
+    // ends with finish().
     class started_run
     {
     public:
-        started_run(owner_link& link, const task<Clock>& t) : link_(link), outer_(runs_here_)
+        started_run(owner_link& link, const task<Clock>& t) noexcept : owner_(link)
         {
-            const std::lock_guard lock(link.mutex_);
-            started_ = link.owner_ && link.owner_->may_run(t);
-            if (started_)
-            {
-                ++link.pins_;
-                runs_here_ = this;
-            }
+            owner_.run_ = owner_.get() && owner_.get()->may_run(t);
         }
         started_run(const started_run&) = delete;
         started_run& operator=(const started_run&) = delete;
-        ~started_run()
+
+        explicit operator bool() const noexcept { return owner_.run_; }
+
+        // As finish_run(), through this run's pin, which it then lets go of.
+        void finish(task<Clock>& t, std::exception_ptr error) noexcept
         {
-            if (!started_)
-                return;
-            runs_here_ = outer_;
-            link_.unpin();
+            const deferred_completions after_unpin; // as in finish_run()
+            owner_.run_ = false; // the owner's own code from here on: see sever()
+            // A run that destroyed its owner found its pin counted as sever()'s own.
+            end_run(owner_.link_.alive() ? owner_.get() : nullptr, t, std::move(error));
+            owner_.let_go();
         }
 
-        explicit operator bool() const noexcept { return started_; }
-
     private:
-        friend owner_link;
-        owner_link& link_;
-        const started_run* const outer_;
-        bool started_ = false;
+        pinned owner_;
     };
 
     // Whether the owner is still there. Once false, it stays so, and whatever the owner did
     // before sever() (and f() in with_owner()) happened before this returned.
-    bool alive()
-    {
-        const std::lock_guard lock(mutex_);
-        return owner_ != nullptr;
-    }
+    bool alive() const noexcept { return !(state_.load(std::memory_order_acquire) & gone); }
 
     // The owner is leaving (it lets no run start any more); returns once no finish_run() or
     // with_owner() is inside it, and no started_run is left but this thread's own. The others end
-    // while the owner is still there, so that it sees their ends (its hooks run for them). Not for
-    // the owner's own code inside finish_run() or with_owner(): that would wait for itself.
+    // while the owner is still there, so that it sees their ends (its hooks run for them). Called
+    // by the owner's own code inside finish_run() or with_owner(), which would wait for itself
+    // for ever, it ends the process with a message instead.
     void sever() noexcept
     {
+        std::uint32_t own = 0;
+        for (const pinned* p = pins_here_; p; p = p->outer_)
+        {
+            if (&p->link_ != this || !p->owner_) // another link's, or let go of
+                continue;
+            if (!p->run_)
+                waits_for_itself();
+            ++own;
+        }
         std::unique_lock lock(mutex_);
-        std::size_t own = 0;
-        for (const started_run* r = runs_here_; r; r = r->outer_)
-            own += &r->link_ == this;
-        severing_ = true;
-        pins_released_.wait(lock, [&] { return pins_ == own; });
-        owner_ = nullptr;
+        std::uint32_t s = state_.fetch_or(severing) | severing;
+        for (;;)
+        {
+            if ((s & pin_count) != own)
+            {
+                pins_released_.wait(lock);
+                s = state_.load();
+            }
+            // A pin taken since `s` was read fails the exchange, and is waited for in turn.
+            else if (state_.compare_exchange_weak(s, s | gone))
+                return;
+        }
     }
 
 private:
-    // The owner, if it is still there, pinned until this is destroyed.
-    class pinned
+    // Ends a run, through `owner` if it is still there.
+    static void end_run(task_owner<Clock>* owner, task<Clock>& t, std::exception_ptr error) noexcept
     {
-    public:
-        explicit pinned(owner_link& link) noexcept : link_(link)
+        if (owner)
+            owner->finish_run(t, std::move(error));
+        else
         {
-            const std::lock_guard lock(link.mutex_);
-            owner_ = link.owner_;
-            link.pins_ += owner_ != nullptr;
+            if (t.cancel(false))
+                t.mark_shut_down();
+            t.await_canceller(); // one from the operation's slot holds no reference
+            t.release_body();
+            t.release();
         }
-        pinned(const pinned&) = delete;
-        pinned& operator=(const pinned&) = delete;
-        ~pinned()
-        {
-            if (owner_)
-                link_.unpin();
-        }
-
-        task_owner<Clock>* get() const noexcept { return owner_; }
-
-    private:
-        owner_link& link_;
-        task_owner<Clock>* owner_;
-    };
-
-    void unpin() noexcept
-    {
-        const std::lock_guard lock(mutex_);
-        --pins_;
-        if (severing_)
-            pins_released_.notify_all();
     }
 
-    // The innermost started_run of this thread, of any link.
-    static inline thread_local const started_run* runs_here_ = nullptr;
+    [[noreturn]] static void waits_for_itself() noexcept
+    {
+        std::fputs("sched: a pool is being destroyed by code that it runs or ends (a hook, its "
+                   "error sink, a work bound to it); it would wait for itself for ever\n",
+                   stderr);
+        std::terminate();
+    }
 
-    std::mutex mutex_;
-    task_owner<Clock>* owner_;
-    std::size_t pins_ = 0;  // pinned and started_run objects alive
-    bool severing_ = false; // sever() waits for them
+    // The innermost pinned object of this thread, of any link.
+    static inline thread_local const pinned* pins_here_ = nullptr;
+
+    // state_: the pins alive (pinned objects, and those of started_run), and two flags.
+    static constexpr std::uint32_t severing = std::uint32_t(1) << 31; // sever() waits for them
+    static constexpr std::uint32_t gone = std::uint32_t(1) << 30;     // the owner has left
+    static constexpr std::uint32_t pin_count = gone - 1;
+
+    task_owner<Clock>* const owner_;
+    std::atomic<std::uint32_t> state_{0};
+    std::mutex mutex_; // for sever()'s wait only
     std::condition_variable pins_released_;
 };
 
