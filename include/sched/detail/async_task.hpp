@@ -18,9 +18,9 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/cancellation_type.hpp>
-#include <boost/asio/defer.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/smart_ptr/intrusive_ptr.hpp>
 #include <boost/system/system_error.hpp>
@@ -357,19 +357,15 @@ public:
                 counted_ = false;
             // Every copy of the executor goes inside: once posted, the tick may run, the
             // operation end and its context go, and the last copy of a strand unlocks a mutex
-            // of that context's as it goes. Deferred, as a continuation of the run that leads
-            // it: on a thread of its context (an alarm leading its due ticks), Asio keeps it on
-            // that thread's own queue, and hands the batch on once the alarm's handler returns,
-            // as it does the handlers of its own timers that expire together, instead of taking
-            // the context's lock for each tick; from any other thread it is a post.
+            // of that context's as it goes.
             const posting_tick posting(this);
             bound_tick tick(this); // the runner's reference, until the executor takes it
             std::exception_ptr failure;
             try
             {
                 scheduler_service<Clock>::post_to(target, counted, [&] {
-                    boost::asio::defer(boost::asio::get_associated_executor(stored_work()),
-                                       std::move(tick));
+                    boost::asio::post(boost::asio::get_associated_executor(stored_work()),
+                                      std::move(tick));
                 });
             }
             catch (...) // out of memory
