@@ -836,6 +836,49 @@ BOOST_AUTO_TEST_CASE(with_a_spin_waits_complete_once_each_and_none_before_it_is_
     BOOST_TEST(failed.load() == 0);
 }
 
+// The ticks an alarm leads go to their executor before the waits led with them complete, and at
+// once: on an io_context run by two threads, the other thread may run a tick while the handler of
+// a wait led with it still runs (here it waits for the tick). Ticks kept on the leading thread
+// until its handler returned would not run meanwhile. (A tick led in an earlier batch than the
+// wait has run by then, on either thread.)
+BOOST_AUTO_TEST_CASE(a_tick_led_with_a_wait_runs_while_the_waits_handler_runs,
+                     *boost::unit_test::timeout(120))
+{
+    sched::pool_options options;
+    options.threads = 1;
+    options.timer_slack = 20ms; // the tick and the wait fall due in one batch
+    sched::scheduled_thread_pool pool(options);
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::promise<void> tick_ran;
+    std::future<void> ticked = tick_ran.get_future();
+    std::atomic<bool> first_tick{true};
+    boost::asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    scheduler.async_schedule_at_fixed_rate(
+        100ms, 1h,
+        boost::asio::bind_executor(io,
+                                   [&] {
+                                       if (first_tick.exchange(false))
+                                           tick_ran.set_value();
+                                   }),
+        boost::asio::bind_cancellation_slot(signal.slot(), record_end(result)));
+    const clock_type::time_point due = clock_type::now() + 100ms;
+    bool tick_ran_meanwhile = false;
+    scheduler.async_wait(due, [&](error_code) {
+        tick_ran_meanwhile = ticked.wait_for(30s) == std::future_status::ready;
+        signal.emit(boost::asio::cancellation_type::terminal);
+    });
+    std::thread second([&] { io.run_for(60s); });
+    const joined_on_exit join{io, second};
+    io.run_for(60s);
+    second.join();
+    BOOST_TEST(io.stopped()); // out of work, not out of time
+    BOOST_TEST(tick_ran_meanwhile);
+    BOOST_TEST_REQUIRE(result.has_value());
+    BOOST_TEST(*result == boost::asio::error::operation_aborted);
+}
+
 // The io_context polls for a wait on a clock that moves without telling anyone: an alarm asleep
 // would sleep for the 30 s of real time it saw left, one that polls sees the clock move. Other
 // handlers run between its turns.
