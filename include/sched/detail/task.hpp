@@ -554,7 +554,7 @@ class owner_link
     private:
         friend owner_link;
         owner_link& link_;
-        const pinned* const outer_;
+        pinned* const outer_;
         task_owner<Clock>* owner_ = nullptr;
         bool run_ = false; // a started_run's, which sever() on its thread does not wait for
     };
@@ -602,8 +602,7 @@ public:
         {
             const deferred_completions after_unpin; // as in finish_run()
             owner_.run_ = false; // the owner's own code from here on: see sever()
-            // A run that destroyed its owner found its pin counted as sever()'s own.
-            end_run(owner_.link_.alive() ? owner_.get() : nullptr, t, std::move(error));
+            end_run(owner_.get(), t, std::move(error)); // none if the run destroyed its owner
             owner_.let_go();
         }
 
@@ -616,26 +615,27 @@ public:
     bool alive() const noexcept { return !(state_.load(std::memory_order_acquire) & gone); }
 
     // The owner is leaving (it lets no run start any more); returns once no finish_run() or
-    // with_owner() is inside it, and no started_run is left but this thread's own. The others end
-    // while the owner is still there, so that it sees their ends (its hooks run for them). Called
-    // by the owner's own code inside finish_run() or with_owner(), which would wait for itself
-    // for ever, it ends the process with a message instead.
+    // with_owner() is inside it, and no started_run is left but this thread's own, which it lets
+    // go of (they end without the owner). The others end while the owner is still there, so that
+    // it sees their ends (its hooks run for them). Called by the owner's own code inside
+    // finish_run() or with_owner(), which would wait for itself for ever, it ends the process
+    // with a message instead.
     void sever() noexcept
     {
-        std::uint32_t own = 0;
-        for (const pinned* p = pins_here_; p; p = p->outer_)
+        for (pinned* p = pins_here_; p; p = p->outer_)
         {
             if (&p->link_ != this || !p->owner_) // another link's, or let go of
                 continue;
             if (!p->run_)
                 waits_for_itself();
-            ++own;
+            p->owner_ = nullptr;
+            state_.fetch_sub(1, std::memory_order_relaxed);
         }
         std::unique_lock lock(mutex_);
         std::uint32_t s = state_.fetch_or(severing) | severing;
         for (;;)
         {
-            if ((s & pin_count) != own)
+            if ((s & pin_count) != 0)
             {
                 pins_released_.wait(lock);
                 s = state_.load();
@@ -671,7 +671,7 @@ private:
     }
 
     // The innermost pinned object of this thread, of any link.
-    static inline thread_local const pinned* pins_here_ = nullptr;
+    static inline thread_local pinned* pins_here_ = nullptr;
 
     // state_: the pins alive (pinned objects, and those of started_run), and two flags.
     static constexpr std::uint32_t severing = std::uint32_t(1) << 31; // sever() waits for them
