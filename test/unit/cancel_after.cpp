@@ -374,6 +374,44 @@ BOOST_FIXTURE_TEST_CASE(cancellation_on_the_callers_own_slot_reaches_the_operati
     BOOST_TEST(pool.queue().size() == 0u); // the wait and its timeout
 }
 
+// Asio reuses a slot for an agent's next operation: one started on it once the wrapped
+// operation has completed, before the wrapped handler runs, keeps it (the handler clearing the
+// slot as it ran dropped the next operation's cancellation: a review's probe).
+BOOST_FIXTURE_TEST_CASE(a_slot_reused_before_the_handler_runs_is_left_to_the_next_operation,
+                        cancel_after_fixture)
+{
+    boost::asio::cancellation_signal signal;
+    scheduler.async_wait(
+        10s, sched::cancel_after(scheduler, 1h,
+                                 boost::asio::bind_cancellation_slot(signal.slot(), on_done())));
+    signal.emit(boost::asio::cancellation_type::terminal); // its completion is queued
+    std::optional<error_code> next;
+    scheduler.async_wait(10s, boost::asio::bind_cancellation_slot(
+                                  signal.slot(), [&next](error_code ec) { next = ec; }));
+    complete_one(); // the first handler
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    BOOST_TEST(signal.slot().has_handler()); // the next operation's
+    signal.emit(boost::asio::cancellation_type::terminal);
+    complete_one();
+    BOOST_TEST((next && *next == boost::asio::error::operation_aborted));
+}
+
+// Nor is a slot touched whose signal is gone by the time the handler runs (its connection torn
+// down meanwhile): clearing it read freed memory (the ASan build catches it).
+BOOST_FIXTURE_TEST_CASE(a_slot_whose_signal_went_before_the_handler_runs_is_not_touched,
+                        cancel_after_fixture)
+{
+    auto signal = std::make_unique<boost::asio::cancellation_signal>();
+    scheduler.async_wait(
+        10s, sched::cancel_after(scheduler, 1h,
+                                 boost::asio::bind_cancellation_slot(signal->slot(), on_done())));
+    signal->emit(boost::asio::cancellation_type::terminal);
+    signal.reset();
+    complete_one();
+    BOOST_TEST((result && *result == boost::asio::error::operation_aborted));
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
 // An operation whose cancellation handler completes it at once, right there (dispatch: the
 // emission runs on the handler's executor), as a composed operation may.
 BOOST_FIXTURE_TEST_CASE(an_operation_that_completes_inside_the_emission_ends_once,

@@ -66,6 +66,27 @@ public:
 
     boost::asio::cancellation_slot slot() noexcept { return signal_.slot(); }
 
+    // Forwards cancellation emitted on the wrapped handler's own slot, if it has one, to the
+    // operation, until disconnect_outer(). Connecting may allocate (and throw).
+    void connect_outer(boost::asio::cancellation_slot outer)
+    {
+        if (outer.is_connected())
+        {
+            outer.template emplace<outer_forwarder>(this);
+            outer_ = outer;
+        }
+    }
+
+    // Takes the forwarder out of the handler's slot, unless the slot has dropped it already: it
+    // may have been reused for another operation since, or its signal destroyed, and is then
+    // left alone, as Asio's operations leave it once they complete.
+    void disconnect_outer() noexcept
+    {
+        boost::asio::cancellation_slot outer = outer_; // the forwarder's destructor resets outer_
+        if (outer.is_connected())
+            outer.clear();
+    }
+
     // Queues the timeout: the runner's reference goes to the pool. If the operation completed
     // meanwhile, the timeout leaves the queue at once. A pool that is shut down cannot time the
     // operation: cancellation is emitted at once, rather than let it go on unbounded. The caller
@@ -123,6 +144,21 @@ public:
     void fail(std::exception_ptr) noexcept override {}
 
 private:
+    // Installed in the wrapped handler's own slot; may run on any thread.
+    class outer_forwarder
+    {
+    public:
+        explicit outer_forwarder(timeout_task* t) noexcept : t_(t) {}
+        outer_forwarder(const outer_forwarder&) = delete;
+        outer_forwarder& operator=(const outer_forwarder&) = delete;
+        ~outer_forwarder() { t_->outer_ = {}; }
+
+        void operator()(boost::asio::cancellation_type type) const { t_->emit(type); }
+
+    private:
+        timeout_task* t_;
+    };
+
     struct emission
     {
         boost::intrusive_ptr<timeout_task> t;
@@ -202,14 +238,8 @@ private:
     // The operation's, where the emission is posted; likewise.
     std::optional<IoExecutor> io_executor_;
     boost::asio::cancellation_signal signal_;
-};
-
-// Forwards cancellation emitted on the wrapped handler's own slot to the operation.
-template <class Timeout>
-struct outer_cancellation
-{
-    Timeout* t;
-    void operator()(boost::asio::cancellation_type type) const { t->emit(type); }
+    // The wrapped handler's own slot while the forwarder is in it (see disconnect_outer()).
+    boost::asio::cancellation_slot outer_;
 };
 
 // The handler given to the wrapped operation: the user's handler, whose executor and allocator
@@ -226,14 +256,7 @@ public:
     timeout_handler(H&& handler, Timeout* timeout)
         : timeout_(timeout, false), handler_(std::forward<H>(handler))
     {
-        boost::asio::cancellation_slot outer =
-            boost::asio::get_associated_cancellation_slot(handler_);
-        if (outer.is_connected())
-        {
-            outer.template emplace<outer_cancellation<Timeout>>(
-                outer_cancellation<Timeout>{timeout});
-            outer_ = outer;
-        }
+        timeout->connect_outer(boost::asio::get_associated_cancellation_slot(handler_));
     }
 
     timeout_handler(timeout_handler&&) = default; // noexcept as the handler's move is
@@ -264,15 +287,13 @@ private:
         if (timeout_)
         {
             timeout_->finish();
-            if (outer_.is_connected())
-                outer_.clear();
+            timeout_->disconnect_outer();
             timeout_.reset();
         }
     }
 
     boost::intrusive_ptr<Timeout> timeout_; // first: see the constructor
     Handler handler_;
-    boost::asio::cancellation_slot outer_;
 };
 
 } // namespace sched::detail
