@@ -452,6 +452,37 @@ BOOST_FIXTURE_TEST_CASE(a_wait_pushed_back_to_never_does_not_hold_a_shut_down_po
     BOOST_TEST((result && *result == sched::error::shutdown));
 }
 
+// A wait that has fired (a move finds it too late), then a shutdown that ends delayed tasks
+// before it runs (here from before_execute, whose end the run checks again, as Java's does): the
+// shutdown ended it, as it ends a scheduler's plain wait there. It was told operation_aborted,
+// and its task stayed completing (a review's probe).
+BOOST_AUTO_TEST_CASE(a_fired_wait_that_a_shutdown_keeps_from_running_completes_with_shutdown)
+{
+    sched::test::manual_clock_fixture time;
+    manual_deadline* watched = nullptr;
+    sched::test::manual_pool* shut = nullptr;
+    std::optional<bool> moved;
+    sched::pool_options options = sched::test::pool_fixture::single_worker();
+    options.before_execute = [&] {
+        moved = watched->expires_after(1h);
+        (void)shut->shutdown_now();
+    };
+    sched::test::manual_pool pool(options);
+    shut = &pool;
+    boost::asio::io_context io;
+    manual_deadline deadline(io, pool);
+    watched = &deadline;
+    std::optional<error_code> result;
+    deadline.expires_after(1s);
+    deadline.async_wait([&result](error_code ec) { result = ec; });
+    manual_clock::advance(1s);
+    BOOST_TEST_REQUIRE(io.run_one_for(std::chrono::minutes(1)) == 1u);
+    BOOST_TEST((moved && !*moved)); // the expiry had won
+    BOOST_TEST((result && *result == sched::error::shutdown));
+    BOOST_TEST(!deadline.armed());
+    BOOST_TEST(pool.await_termination(60s));
+}
+
 namespace {
 
 // Rounds of a deadline's move racing a shut-down pool's end of its wait, each on a pool of its

@@ -255,6 +255,18 @@ public:
     void mark_shut_down() noexcept { shut_down_ = true; }
     bool shut_down() const noexcept { return shut_down_; }
 
+    // Runner only: a completion begun before the run (a deadline's wait that fired: see
+    // deadline_wait::due_after_all()), which the pool's shutdown then kept from running, ends as
+    // cancelled by the shutdown. Returns whether there was one.
+    bool shut_down_begun_completion() noexcept
+    {
+        if (state_.load() != future_state::completing)
+            return false;
+        mark_shut_down();
+        end_completing(future_state::cancelled);
+        return true;
+    }
+
     // Before it is queued: no future was made for the task (execute()), so no one but the pool's
     // error sink can learn what it throws.
     void mark_unobserved() noexcept { unobserved_ = true; }
@@ -345,7 +357,7 @@ protected:
         return state_.compare_exchange_strong(expected, future_state::completing);
     }
 
-    // completing → `final` (normal or exceptional).
+    // completing → `final` (normal or exceptional; cancelled: see shut_down_begun_completion()).
     void end_completing(future_state final) noexcept
     {
         state_.store(final);
