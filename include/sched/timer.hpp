@@ -78,6 +78,10 @@ public:
  * scheduling afterwards throws sched::timer_cancelled. The destructor cancels the timer and
  * waits for a run under way, unless called by that run: a task may destroy its own timer.
  *
+ * A process forked while a timer exists gets none of its thread: the child must not use or
+ * destroy that timer (a task scheduled there would never run, nor be cancelled), so a child of
+ * a process with a timer of static storage duration ends with _exit() or exec, not exit().
+ *
  * @par Thread safety
  * Every member function may be called from any thread, including from inside a task. The
  * destructor, whether a task runs it or not, must not run concurrently with another call on the
@@ -355,7 +359,7 @@ private:
         node_type& n = *task.node_;
         if (schedule)
             due = schedule->first_due(due);
-        std::lock_guard lock(mutex_); // cancel() cannot pass meanwhile
+        std::unique_lock lock(mutex_); // cancel() cannot pass meanwhile
         if (cancelled_)
             throw timer_cancelled();
         if (!n.begin_schedule(schedule))
@@ -368,6 +372,7 @@ private:
         catch (...) // out of memory: as if never scheduled
         {
             n.keep.reset();
+            lock.unlock(); // the task is in no queue: the timer has no more to do with it
             n.abandon_schedule();
             throw;
         }

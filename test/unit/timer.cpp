@@ -151,6 +151,16 @@ BOOST_AUTO_TEST_CASE(a_callable_goes_once_its_task_will_not_run_again)
     }
     BOOST_TEST(sched::test::eventually([&] { return periodic_state.expired(); }));
     BOOST_TEST(periodic_runs.value() == 3);
+    // Cancelled before it was ever scheduled, holding a copy of itself: no timer has it, and it
+    // can never run (kept, the cycle kept both for ever: a review's probe).
+    std::weak_ptr<int> unscheduled_state;
+    {
+        auto self = std::make_shared<std::optional<manual_task>>();
+        self->emplace([self, held = holding(unscheduled_state)] {});
+        BOOST_TEST(!(**self).cancel()); // it was not scheduled
+        BOOST_TEST(((**self).state() == timer_task_state::cancelled));
+    }
+    BOOST_TEST(unscheduled_state.expired());
 }
 
 BOOST_AUTO_TEST_CASE(fixed_rate_from_ten_periods_in_the_past_runs_exactly_the_catch_up_burst)

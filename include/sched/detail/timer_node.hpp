@@ -36,12 +36,15 @@ public:
         return s == stage::running ? timer_task_state::scheduled : static_cast<timer_task_state>(s);
     }
 
+    // A task never scheduled lets go of its body at once (no timer has it to let go of).
     bool cancel() noexcept
     {
         stage s = state_.load(std::memory_order_acquire);
         while (s != stage::cancelled &&
                !state_.compare_exchange_weak(s, stage::cancelled, std::memory_order_acq_rel))
         {}
+        if (s == stage::virgin)
+            release_body();
         return s == stage::scheduled || s == stage::running;
     }
 
@@ -60,12 +63,14 @@ public:
         return true;
     }
 
-    // The timer, as the task it began to schedule could not be queued: scheduled → virgin (unless
-    // cancelled meanwhile), so that it may be scheduled again.
+    // The timer, as the task it began to schedule could not be queued: scheduled → virgin, so
+    // that it may be scheduled again; or, if cancelled meanwhile, it lets go of its body. Not
+    // under the timer's lock (see let_go()).
     void abandon_schedule() noexcept
     {
         schedule_.reset(); // first: once virgin, another timer may schedule the task
-        (void)change(stage::scheduled, stage::virgin);
+        if (!change(stage::scheduled, stage::virgin))
+            release_body();
     }
 
     // The timer's thread, for a one-shot task about to run: scheduled → executed; false if it
