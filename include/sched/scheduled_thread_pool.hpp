@@ -267,9 +267,11 @@ public:
     /// Whether shutdown() or shutdown_now() was called.
     bool is_shutdown() const noexcept;
 
-    /// Whether the pool is shut down and every worker has exited, the shutdown() and
-    /// shutdown_now() calls made until then having returned (so that a waiter may then destroy
-    /// the pool). Once true, it stays true.
+    /// Whether the pool is shut down and every worker has left its loop (its on_thread_stop has
+    /// returned), the shutdown() and shutdown_now() calls made until then having returned (so
+    /// that a waiter may then destroy the pool). A worker's thread may still be ending, its
+    /// thread_local destructors running, until the destructor joins it, as in Java. Once true,
+    /// it stays true.
     bool is_terminated() const noexcept;
 
     /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (or
