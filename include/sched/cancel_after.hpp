@@ -8,6 +8,7 @@
 #include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/time.hpp>
 #include <sched/detail/timeout_task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -20,6 +21,8 @@
 #include <chrono>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -265,5 +268,7 @@ struct async_result<sched::cancel_at_t<Token, Clock, Executor>, Signatures...>
 };
 
 } // namespace boost::asio
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_CANCEL_AFTER_HPP

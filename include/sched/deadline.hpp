@@ -7,6 +7,7 @@
 #include <sched/detail/deadline_wait.hpp>
 #include <sched/detail/prefetch.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -17,6 +18,8 @@
 #include <chrono>
 #include <concepts>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -253,5 +256,7 @@ private:
 using deadline = basic_deadline<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DEADLINE_HPP

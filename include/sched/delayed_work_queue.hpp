@@ -5,6 +5,7 @@
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/heap_array.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <algorithm>
 #include <array>
@@ -21,6 +22,8 @@
 #include <stop_token>
 #include <type_traits>
 #include <vector>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -986,5 +989,7 @@ using delayed_work_queue = basic_delayed_work_queue<>;
 namespace sched {
 extern template class basic_delayed_work_queue<std::chrono::steady_clock>;
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DELAYED_WORK_QUEUE_HPP

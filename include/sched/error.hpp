@@ -1,11 +1,15 @@
 #ifndef SCHED_ERROR_HPP
 #define SCHED_ERROR_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <type_traits>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -50,5 +54,7 @@ public:
 template <>
 struct boost::system::is_error_code_enum<sched::error> : std::true_type
 {};
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_ERROR_HPP

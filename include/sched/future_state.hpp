@@ -1,7 +1,11 @@
 #ifndef SCHED_FUTURE_STATE_HPP
 #define SCHED_FUTURE_STATE_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -33,5 +37,7 @@ enum class future_state : std::uint8_t
 };
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_FUTURE_STATE_HPP

@@ -3,11 +3,14 @@
 
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -82,5 +85,7 @@ private:
 };
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_MANUAL_CLOCK_HPP

@@ -2,12 +2,15 @@
 #define SCHED_PERIODIC_OPTIONS_HPP
 
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -193,5 +196,7 @@ struct periodic_options
 };
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_PERIODIC_OPTIONS_HPP

@@ -3,10 +3,14 @@
 
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/visibility.hpp>
+
 #include <boost/asio/execution.hpp>
 
 #include <cstddef>
 #include <memory>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 namespace detail {
@@ -321,5 +325,7 @@ private:
 } // namespace sched
 
 #include <sched/impl/pool_executor.hpp>
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_POOL_EXECUTOR_HPP

@@ -1,11 +1,15 @@
 #ifndef SCHED_POOL_OPTIONS_HPP
 #define SCHED_POOL_OPTIONS_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <exception>
 #include <functional>
 #include <string>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -147,5 +151,7 @@ struct pool_options
 };
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_POOL_OPTIONS_HPP

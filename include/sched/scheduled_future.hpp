@@ -7,6 +7,7 @@
 #include <sched/detail/clock_listener.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/smart_ptr/intrusive_ptr.hpp>
 
@@ -14,6 +15,8 @@
 #include <exception>
 #include <future>
 #include <type_traits>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -165,5 +168,7 @@ template <class R>
 using scheduled_future = basic_scheduled_future<R, std::chrono::steady_clock>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_SCHEDULED_FUTURE_HPP

@@ -11,6 +11,7 @@
 #include <sched/detail/task.hpp>
 #include <sched/detail/task_impl.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/execution_context.hpp>
 
@@ -23,6 +24,8 @@
 #include <stop_token>
 #include <thread>
 #include <vector>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 namespace detail {
@@ -496,5 +499,7 @@ extern template class basic_scheduled_thread_pool<std::chrono::steady_clock>;
 
 // The pool's executor_type, which needs the pool complete.
 #include <sched/pool_executor.hpp>
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_SCHEDULED_THREAD_POOL_HPP

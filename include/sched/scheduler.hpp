@@ -8,6 +8,7 @@
 #include <sched/detail/async_task.hpp>
 #include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -24,6 +25,8 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 namespace detail {
@@ -509,5 +512,7 @@ private:
 using scheduler = basic_scheduler<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_SCHEDULER_HPP

@@ -2,6 +2,7 @@
 #define SCHED_TASK_HANDLE_HPP
 
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/smart_ptr/intrusive_ptr.hpp>
 
@@ -9,6 +10,8 @@
 #include <exception>
 #include <future>
 #include <stop_token>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -121,5 +124,7 @@ private:
 using task_handle = basic_task_handle<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_TASK_HANDLE_HPP

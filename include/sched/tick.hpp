@@ -2,9 +2,12 @@
 #define SCHED_TICK_HPP
 
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <chrono>
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -50,5 +53,7 @@ struct basic_tick
 using tick = basic_tick<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_TICK_HPP

@@ -12,6 +12,7 @@
 #include <sched/detail/time.hpp>
 #include <sched/detail/timer_node.hpp>
 #include <sched/detail/timer_slack.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -26,6 +27,8 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -522,5 +525,7 @@ private:
 using timer = basic_timer<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_TIMER_HPP

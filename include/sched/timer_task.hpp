@@ -6,12 +6,15 @@
 
 #include <sched/detail/empty_callable.hpp>
 #include <sched/detail/timer_node.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <chrono>
 #include <concepts>
 #include <memory>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -87,5 +90,7 @@ private:
 using timer_task = basic_timer_task<>;
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_TIMER_TASK_HPP

@@ -1,6 +1,10 @@
 #ifndef SCHED_TIMER_TASK_STATE_HPP
 #define SCHED_TIMER_TASK_STATE_HPP
 
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
+
 namespace sched {
 
 /// What a sched::basic_timer_task has been through: java.util.TimerTask's states.
@@ -15,5 +19,7 @@ enum class timer_task_state
 };
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_TIMER_TASK_STATE_HPP

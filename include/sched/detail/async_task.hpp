@@ -13,6 +13,7 @@
 #include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/task_impl.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -49,6 +50,8 @@ struct boost::asio::associated_executor<sched::detail::decorated<F, Wrapper>, Ex
         return boost::asio::get_associated_executor(d.body(), ex);
     }
 };
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -1001,5 +1004,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_ASYNC_TASK_HPP

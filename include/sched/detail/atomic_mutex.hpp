@@ -1,7 +1,11 @@
 #ifndef SCHED_DETAIL_ATOMIC_MUTEX_HPP
 #define SCHED_DETAIL_ATOMIC_MUTEX_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <atomic>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -58,5 +62,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_ATOMIC_MUTEX_HPP

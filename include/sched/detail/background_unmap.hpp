@@ -1,7 +1,11 @@
 #ifndef SCHED_DETAIL_BACKGROUND_UNMAP_HPP
 #define SCHED_DETAIL_BACKGROUND_UNMAP_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <cstddef>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -68,5 +72,7 @@ unsigned decay_epoch() noexcept;
 bool start_span_decay() noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_BACKGROUND_UNMAP_HPP

@@ -1,6 +1,10 @@
 #ifndef SCHED_DETAIL_CLOCK_LISTENER_HPP
 #define SCHED_DETAIL_CLOCK_LISTENER_HPP
 
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
+
 namespace sched::detail {
 
 // Something that blocks on a clock that moves only when told (manual_clock) and must be woken
@@ -28,5 +32,7 @@ template <class Clock>
 concept real_time_clock = !notifying_clock<Clock>;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_CLOCK_LISTENER_HPP

@@ -3,6 +3,7 @@
 
 #include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/queued_completion.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -11,6 +12,8 @@
 #include <cstddef>
 #include <mutex>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -245,5 +248,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_COMPLETION_QUEUE_HPP

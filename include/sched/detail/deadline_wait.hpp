@@ -5,6 +5,7 @@
 
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,8 @@
 #include <limits>
 #include <optional>
 #include <thread>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -253,5 +256,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_DEADLINE_WAIT_HPP

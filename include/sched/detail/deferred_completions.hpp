@@ -2,6 +2,9 @@
 #define SCHED_DETAIL_DEFERRED_COMPLETIONS_HPP
 
 #include <sched/detail/queued_completion.hpp>
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -65,5 +68,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_DEFERRED_COMPLETIONS_HPP

@@ -1,10 +1,14 @@
 #ifndef SCHED_DETAIL_EMPTY_CALLABLE_HPP
 #define SCHED_DETAIL_EMPTY_CALLABLE_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <concepts>
 #include <functional>
 #include <stdexcept>
 #include <type_traits>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -50,5 +54,7 @@ void check_not_empty(const F& f)
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_EMPTY_CALLABLE_HPP

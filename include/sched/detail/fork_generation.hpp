@@ -1,8 +1,12 @@
 #ifndef SCHED_DETAIL_FORK_GENERATION_HPP
 #define SCHED_DETAIL_FORK_GENERATION_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <atomic>
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -18,5 +22,7 @@ inline std::uint32_t fork_generation() noexcept
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_FORK_GENERATION_HPP

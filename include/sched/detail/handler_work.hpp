@@ -1,6 +1,8 @@
 #ifndef SCHED_DETAIL_HANDLER_WORK_HPP
 #define SCHED_DETAIL_HANDLER_WORK_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -20,6 +22,8 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -281,5 +285,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_HANDLER_WORK_HPP

@@ -3,6 +3,7 @@
 
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/mapped_memory.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -10,6 +11,8 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -230,5 +233,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_HEAP_ARRAY_HPP

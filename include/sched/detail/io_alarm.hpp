@@ -10,6 +10,7 @@
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/spin_wait.hpp>
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/defer.hpp>
@@ -21,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -329,5 +332,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_IO_ALARM_HPP

@@ -2,9 +2,12 @@
 #define SCHED_DETAIL_MAPPED_MEMORY_HPP
 
 #include <sched/detail/sanitizers.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <cstddef>
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -55,5 +58,7 @@ void* remap_memory(void* block,
 void discard_pages(void* block, std::size_t bytes) noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_MAPPED_MEMORY_HPP

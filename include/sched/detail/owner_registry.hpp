@@ -1,8 +1,12 @@
 #ifndef SCHED_DETAIL_OWNER_REGISTRY_HPP
 #define SCHED_DETAIL_OWNER_REGISTRY_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <atomic>
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -111,5 +115,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_OWNER_REGISTRY_HPP

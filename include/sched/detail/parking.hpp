@@ -1,8 +1,12 @@
 #ifndef SCHED_DETAIL_PARKING_HPP
 #define SCHED_DETAIL_PARKING_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <condition_variable>
 #include <mutex>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -18,5 +22,7 @@ struct parking_slot
 parking_slot& parking_slot_for(const void* address) noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_PARKING_HPP

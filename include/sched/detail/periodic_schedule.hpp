@@ -6,6 +6,7 @@
 
 #include <sched/detail/fork_generation.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,8 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -269,5 +272,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_PERIODIC_SCHEDULE_HPP

@@ -4,9 +4,12 @@
 #include <sched/scheduled_thread_pool.hpp>
 
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <memory>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -102,5 +105,7 @@ struct pool_access
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_POOL_ACCESS_HPP

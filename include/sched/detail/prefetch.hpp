@@ -1,6 +1,10 @@
 #ifndef SCHED_DETAIL_PREFETCH_HPP
 #define SCHED_DETAIL_PREFETCH_HPP
 
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
+
 namespace sched::detail {
 
 // Asks for the cache line holding `p`, about to be written. Only a hint: it never faults, and
@@ -19,5 +23,7 @@ inline void prefetch_for_write(const void* p) noexcept
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_PREFETCH_HPP

@@ -1,7 +1,11 @@
 #ifndef SCHED_DETAIL_QUEUED_COMPLETION_HPP
 #define SCHED_DETAIL_QUEUED_COMPLETION_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <cstdint>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -33,5 +37,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_QUEUED_COMPLETION_HPP

@@ -2,11 +2,14 @@
 #define SCHED_DETAIL_RECYCLER_HPP
 
 #include <sched/detail/sanitizers.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <cstddef>
 #include <limits>
 #include <memory>
 #include <new>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -98,5 +101,7 @@ recycling_allocator<T> node_allocator(const std::allocator<T>&) noexcept
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_RECYCLER_HPP

@@ -1,8 +1,12 @@
 #ifndef SCHED_DETAIL_REPORT_UNCAUGHT_HPP
 #define SCHED_DETAIL_REPORT_UNCAUGHT_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <exception>
 #include <string_view>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -15,5 +19,7 @@ void report_uncaught(std::string_view who, const std::exception_ptr& error) noex
 void report_failure(std::string_view what_failed, const std::exception_ptr& error) noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_REPORT_UNCAUGHT_HPP

@@ -1,6 +1,10 @@
 #ifndef SCHED_DETAIL_SANITIZERS_HPP
 #define SCHED_DETAIL_SANITIZERS_HPP
 
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
+
 namespace sched::detail {
 
 // Whether this is built with AddressSanitizer (GCC defines the macro; Clang has the feature
@@ -33,5 +37,7 @@ inline constexpr bool under_thread_sanitizer = false;
 #endif
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_SANITIZERS_HPP

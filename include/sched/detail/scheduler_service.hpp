@@ -8,6 +8,7 @@
 #include <sched/detail/io_alarm.hpp>
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/detail/strand_executor_service.hpp>
@@ -25,6 +26,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -348,5 +351,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_SCHEDULER_SERVICE_HPP

@@ -1,7 +1,11 @@
 #ifndef SCHED_DETAIL_SPIN_WAIT_HPP
 #define SCHED_DETAIL_SPIN_WAIT_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <chrono>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -37,5 +41,7 @@ typename Clock::time_point spin_until(typename Clock::time_point until) noexcept
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_SPIN_WAIT_HPP

@@ -9,6 +9,7 @@
 #include <sched/detail/parking.hpp>
 #include <sched/detail/periodic_schedule.hpp>
 #include <sched/detail/timed_wait.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <atomic>
 #include <cassert>
@@ -23,6 +24,8 @@
 #include <stop_token>
 #include <thread>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -697,5 +700,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TASK_HPP

@@ -8,6 +8,7 @@
 #include <sched/detail/recycler.hpp>
 #include <sched/detail/task.hpp>
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <concepts>
 #include <exception>
@@ -18,6 +19,8 @@
 #include <stop_token>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -466,5 +469,7 @@ struct without_stop_token
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TASK_IMPL_HPP

@@ -1,8 +1,12 @@
 #ifndef SCHED_DETAIL_THREAD_NAME_HPP
 #define SCHED_DETAIL_THREAD_NAME_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <cstddef>
 #include <string>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -14,5 +18,7 @@ void name_this_thread(const std::string& base, std::size_t index) noexcept;
 void name_this_thread(const std::string& name) noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_THREAD_NAME_HPP

@@ -1,10 +1,14 @@
 #ifndef SCHED_DETAIL_TIME_HPP
 #define SCHED_DETAIL_TIME_HPP
 
+#include <sched/detail/visibility.hpp>
+
 #include <chrono>
 #include <ratio>
 #include <stdexcept>
 #include <type_traits>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -159,5 +163,7 @@ typename Clock::time_point due_after(std::chrono::duration<Rep, Period> delay)
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TIME_HPP

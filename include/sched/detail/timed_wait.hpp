@@ -2,10 +2,13 @@
 #define SCHED_DETAIL_TIMED_WAIT_HPP
 
 #include <sched/detail/time.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <chrono>
 #include <condition_variable>
 #include <type_traits>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -45,5 +48,7 @@ bool timed_wait(ConditionVariable& cv,
 }
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TIMED_WAIT_HPP

@@ -5,6 +5,7 @@
 #include <sched/detail/recycler.hpp>
 #include <sched/detail/scheduler_service.hpp>
 #include <sched/detail/task.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -24,6 +25,8 @@
 #include <optional>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -323,5 +326,7 @@ struct associator<Associator, sched::detail::timeout_handler<Handler, Timeout>, 
 };
 
 } // namespace boost::asio
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TIMEOUT_TASK_HPP

@@ -6,12 +6,15 @@
 #include <sched/timer_task_state.hpp>
 
 #include <sched/detail/periodic_schedule.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <atomic>
 #include <concepts>
 #include <memory>
 #include <optional>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
@@ -161,5 +164,7 @@ private:
 };
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TIMER_NODE_HPP

@@ -1,6 +1,10 @@
 #ifndef SCHED_DETAIL_TIMER_SLACK_HPP
 #define SCHED_DETAIL_TIMER_SLACK_HPP
 
+#include <sched/detail/visibility.hpp>
+
+SCHED_VISIBILITY_BEGIN
+
 namespace sched::detail {
 
 // Asks the kernel to wake the calling thread from its timed waits on time rather than up to its
@@ -9,5 +13,7 @@ namespace sched::detail {
 void wake_on_time() noexcept;
 
 } // namespace sched::detail
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_DETAIL_TIMER_SLACK_HPP

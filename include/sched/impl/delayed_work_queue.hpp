@@ -6,6 +6,7 @@
 #include <sched/detail/background_unmap.hpp>
 #include <sched/detail/spin_wait.hpp>
 #include <sched/detail/timed_wait.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -19,6 +20,8 @@
 #if !defined(SCHED_HEAP_CHECKS) && !defined(NDEBUG)
 #define SCHED_HEAP_CHECKS 1
 #endif
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 
@@ -1242,5 +1245,7 @@ void basic_delayed_work_queue<Clock>::heap::check_invariants(
 }
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_IMPL_DELAYED_WORK_QUEUE_HPP

@@ -4,11 +4,15 @@
 #include <sched/pool_executor.hpp>
 #include <sched/scheduled_thread_pool.hpp>
 
+#include <sched/detail/visibility.hpp>
+
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 namespace detail {
@@ -196,5 +200,7 @@ void basic_pool_executor<Clock, Allocator, Bits>::invoke_here(Function&& f) cons
 }
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_IMPL_POOL_EXECUTOR_HPP

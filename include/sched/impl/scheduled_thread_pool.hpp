@@ -7,6 +7,7 @@
 #include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
 #include <sched/detail/timer_slack.hpp>
+#include <sched/detail/visibility.hpp>
 
 #include <boost/iterator/function_output_iterator.hpp>
 
@@ -15,6 +16,8 @@
 #include <thread>
 #include <type_traits>
 #include <utility>
+
+SCHED_VISIBILITY_BEGIN
 
 namespace sched {
 namespace detail {
@@ -843,5 +846,7 @@ std::stop_source basic_scheduled_thread_pool<Clock>::become_idle() noexcept
 }
 
 } // namespace sched
+
+SCHED_VISIBILITY_END
 
 #endif // SCHED_IMPL_SCHEDULED_THREAD_POOL_HPP
