@@ -260,14 +260,13 @@ public:
 
     // Runner only: a completion begun before the run (a deadline's wait that fired: see
     // deadline_wait::due_after_all()), which the pool's shutdown then kept from running, ends as
-    // cancelled by the shutdown. Returns whether there was one.
-    bool shut_down_begun_completion() noexcept
+    // cancelled by the shutdown; no effect on a task in any other state.
+    void shut_down_begun_completion() noexcept
     {
         if (state_.load() != future_state::completing)
-            return false;
+            return;
         mark_shut_down();
         end_completing(future_state::cancelled);
-        return true;
     }
 
     // Before it is queued: no future was made for the task (execute()), so no one but the pool's

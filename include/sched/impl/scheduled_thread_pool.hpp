@@ -683,7 +683,7 @@ void basic_scheduled_thread_pool<Clock>::retire_cancelled(task_ptr t) noexcept
     if (t->cancel(false))
         t->mark_shut_down();
     else
-        (void)t->shut_down_begun_completion(); // the run's second may_run() said no
+        t->shut_down_begun_completion(); // the run's second may_run() said no
     retire(std::move(t));
 }
 
