@@ -17,10 +17,21 @@ namespace {
 std::atomic<long> countdown{-1};
 
 thread_local bool fail_next = false;
+thread_local const std::atomic<bool>* fail_next_after = nullptr;
 thread_local std::size_t fail_from_bytes = 0; // 0: no plain allocation fails
 thread_local int fail_skip = 0;
 thread_local const std::atomic<bool>* fail_after = nullptr;
 thread_local std::size_t plain_allocations = 0;
+
+// Until *after is true, if there is an `after`.
+void wait_for(const std::atomic<bool>* after) noexcept
+{
+    if (after != nullptr)
+    {
+        while (!after->load())
+            std::this_thread::yield();
+    }
+}
 
 // Whether this plain allocation of `size` bytes is the one to fail (once `fail_after` is true).
 bool fails(std::size_t size) noexcept
@@ -30,11 +41,7 @@ bool fails(std::size_t size) noexcept
     if (fail_skip-- > 0)
         return false;
     fail_from_bytes = 0;
-    if (fail_after != nullptr)
-    {
-        while (!fail_after->load())
-            std::this_thread::yield();
-    }
+    wait_for(fail_after);
     return true;
 }
 
@@ -48,9 +55,10 @@ bool counted_down() noexcept
 
 namespace sched::test {
 
-void fail_next_aligned_allocation(bool fail) noexcept
+void fail_next_aligned_allocation(bool fail, const std::atomic<bool>* after) noexcept
 {
     fail_next = fail;
+    fail_next_after = after;
 }
 
 bool aligned_allocation_failure_armed() noexcept
@@ -113,7 +121,10 @@ void operator delete(void* p, std::size_t) noexcept
 void* operator new(std::size_t size, std::align_val_t alignment)
 {
     if (std::exchange(fail_next, false)) // the countdown is aligned_alloc's below
+    {
+        wait_for(std::exchange(fail_next_after, nullptr));
         throw std::bad_alloc();
+    }
     const auto align = static_cast<std::size_t>(alignment);
     // aligned_alloc wants a size that is a non-zero multiple of the alignment.
     const std::size_t rounded = (std::max<std::size_t>(size, 1) + align - 1) / align * align;

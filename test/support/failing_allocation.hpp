@@ -8,9 +8,11 @@ namespace sched::test {
 
 // Makes the next over-aligned operator new on this thread throw std::bad_alloc (or, with false,
 // no longer): the one that grows a queue's heap (its array is aligned to a group of children), so
-// a test can see what a push does when memory runs out. The test binary replaces the aligned
-// operator new and delete for this (support/failing_allocation.cpp).
-void fail_next_aligned_allocation(bool fail = true) noexcept;
+// a test can see what a push does when memory runs out. With `after`, that allocation first waits
+// until *after is true (for what another thread is to do before it fails). The test binary
+// replaces the aligned operator new and delete for this (support/failing_allocation.cpp).
+void fail_next_aligned_allocation(bool fail = true,
+                                  const std::atomic<bool>* after = nullptr) noexcept;
 
 // Whether that failure is still armed (nothing on this thread has allocated since).
 bool aligned_allocation_failure_armed() noexcept;

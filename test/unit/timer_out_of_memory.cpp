@@ -13,11 +13,16 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
+#include <new>
+#include <thread>
+#include <vector>
 
 #include "support/counter.hpp"
 #include "support/failing_allocation.hpp"
 #include "support/manual_clock_fixture.hpp"
 #include "support/out_of_memory.hpp"
+#include "support/wait.hpp"
 
 using namespace std::chrono_literals;
 using sched::manual_clock;
@@ -120,6 +125,56 @@ BOOST_AUTO_TEST_CASE(out_of_memory_anywhere_no_timer_task_runs_twice_and_the_thr
         }
         return out.failed;
     });
+}
+
+// A task cancelled while its schedule is under way, which then finds no memory to queue it, lets
+// go of its callable as the schedule gives the task back: cancelled, it can never run.
+BOOST_AUTO_TEST_CASE(a_task_cancelled_as_its_schedule_runs_out_of_memory_lets_go_of_its_callable)
+{
+    sched::test::manual_clock_fixture time;
+    manual_timer timer;
+    std::vector<manual_task> fillers; // the heap, filled to its capacity
+    for (bool full = false; !full && fillers.size() < 100'000;)
+    {
+        fillers.emplace_back([] {});
+        sched::test::fail_next_aligned_allocation(); // the heap's growth, and nothing else
+        try
+        {
+            timer.schedule(fillers.back(), 1h);
+        }
+        catch (const std::bad_alloc&)
+        {
+            full = true;
+        }
+    }
+    BOOST_TEST_REQUIRE(!sched::test::aligned_allocation_failure_armed());
+    std::weak_ptr<int> seen;
+    auto held = std::make_shared<int>(0);
+    seen = held;
+    manual_task task([held = std::move(held)] {});
+    held.reset();
+    std::atomic<bool> cancelled{false};
+    bool threw = false;
+    std::thread scheduling([&] {
+        sched::test::fail_next_aligned_allocation(true, &cancelled); // the growth, once cancelled
+        try
+        {
+            timer.schedule(task, 1h);
+        }
+        catch (const std::bad_alloc&)
+        {
+            threw = true;
+        }
+    });
+    BOOST_TEST(sched::test::eventually(
+        [&] { return task.state() == timer_task_state::scheduled; })); // under way
+    const bool was_scheduled = task.cancel();
+    cancelled = true;
+    scheduling.join();
+    BOOST_TEST(was_scheduled);
+    BOOST_TEST(threw);
+    BOOST_TEST((task.state() == timer_task_state::cancelled));
+    BOOST_TEST(seen.expired());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
