@@ -54,23 +54,24 @@ __attribute__((init_priority(101))) const fork_handlers handlers;
 
 void manual_clock::add(duration d)
 {
+    constexpr rep end = end_of_time().time_since_epoch().count();
     rep current = ticks_.load();
     rep next;
-    do // saturate at time_point::max() instead of wrapping into the past
-        next = current > duration::max().count() - d.count() ? duration::max().count()
-                                                             : current + d.count();
+    do // saturate at the end of time instead of wrapping into the past
+        next = current > end - d.count() ? end : current + d.count();
     while (!ticks_.compare_exchange_weak(current, next));
     notify_listeners();
 }
 
 void manual_clock::move_to(time_point t)
 {
+    const rep next = std::min(t, end_of_time()).time_since_epoch().count();
     rep current = ticks_.load();
     do
     {
         if (t.time_since_epoch().count() < current)
             throw std::invalid_argument("manual_clock::advance_to: time point is in the past");
-    } while (!ticks_.compare_exchange_weak(current, t.time_since_epoch().count()));
+    } while (!ticks_.compare_exchange_weak(current, next));
     notify_listeners();
 }
 

@@ -39,13 +39,17 @@ public:
     using time_point = std::chrono::time_point<manual_clock>;
     static constexpr bool is_steady = true;
 
+    /// The latest time the clock reaches: one nanosecond short of time_point::max(), which
+    /// sched's queues take as "never", so that work due now still runs at the end of time.
+    static constexpr time_point end_of_time() noexcept { return time_point::max() - duration(1); }
+
     /// The current manual time.
     static time_point now() noexcept { return time_point(duration(ticks_.load())); }
 
     /// Moves time forward by @p d, in any unit (a fraction of a nanosecond counts as one), and
     /// wakes everything waiting on this clock.
     /**
-     * Time saturates at time_point::max() rather than wrapping, whatever @p d's unit.
+     * Time saturates at end_of_time() rather than wrapping, whatever @p d's unit.
      * @throws std::invalid_argument if @p d is negative or NaN; time never goes back.
      */
     template <class Rep, class Period>
@@ -58,11 +62,12 @@ public:
     }
 
     /// Moves time forward to @p t, in any unit (rounded up to a nanosecond, and saturating at
-    /// time_point::max()), and wakes waiters; at now(), time stays.
-    /** @throws std::invalid_argument if @p t is earlier than now(). */
+    /// end_of_time()), and wakes waiters; at now(), time stays.
+    /** @throws std::invalid_argument if @p t is earlier than now(), or NaN. */
     template <class Duration>
     static void advance_to(std::chrono::time_point<manual_clock, Duration> t)
     {
+        detail::check_not_nan(t.time_since_epoch());
         move_to(time_point(detail::saturating_ceil<duration>(t.time_since_epoch())));
     }
 

@@ -197,14 +197,20 @@ BOOST_AUTO_TEST_CASE(a_delay_that_is_not_a_whole_number_of_ticks_rounds_up)
     BOOST_TEST(id_of(queue.poll()) == 2);
 }
 
+// At the end of a manual clock's time, a task due never stays queued, and one due now is due
+// (the clock stops one tick short of time_point::max(), which is never: a task pushed with no
+// delay there never ran; a review's probe).
 BOOST_AUTO_TEST_CASE(a_never_due_task_stays_queued_even_at_the_end_of_time)
 {
     auto& a = make(1);
     auto& b = make(2);
+    auto& c = make(3);
     queue.push(a, manual_clock::duration::max());
-    manual_clock::advance(manual_clock::duration::max()); // saturates at time_point::max()
+    manual_clock::advance(manual_clock::duration::max()); // saturates at end_of_time()
     queue.push(b, manual_clock::time_point{});            // long overdue
+    queue.push(c, 0s);                                    // due now
     BOOST_TEST(id_of(queue.poll()) == 2);
+    BOOST_TEST(id_of(queue.poll()) == 3);
     BOOST_TEST(queue.poll() == nullptr);
     std::vector<node*> out;
     BOOST_TEST(queue.drain(std::back_inserter(out)) == 0u);
@@ -728,7 +734,7 @@ BOOST_AUTO_TEST_CASE(take_returns_nothing_when_stop_is_requested, *boost::unit_t
     BOOST_TEST(queue.take(stop.get_token()) == nullptr); // already requested: at once
 }
 
-// A manual clock advanced all the way (it saturates at time_point::max()) does not end take()'s
+// A manual clock advanced all the way (it saturates at end_of_time()) does not end take()'s
 // wait: before, take() (whose deadline is max()) returned nothing at once, and a pool's workers
 // and a timer's thread left for good (a review's probe).
 BOOST_AUTO_TEST_CASE(take_waits_on_at_the_end_of_time, *boost::unit_test::timeout(60))

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <stdexcept>
 
 #include "support/blocking_call.hpp"
@@ -42,9 +43,9 @@ BOOST_AUTO_TEST_CASE(advance_saturates_at_the_end_of_time)
 {
     manual_clock::advance(1s);
     manual_clock::advance(manual_clock::duration::max());
-    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_TEST((manual_clock::now() == manual_clock::end_of_time()));
     manual_clock::advance(1s);
-    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_TEST((manual_clock::now() == manual_clock::end_of_time()));
 }
 
 // A duration or time point in a coarser unit than the clock's saturates too, and a finer one
@@ -61,17 +62,23 @@ BOOST_AUTO_TEST_CASE(advance_takes_any_unit_and_saturates)
     manual_clock::advance_to(std::chrono::time_point<manual_clock, double_us>(double_us(0.0035)));
     BOOST_TEST((manual_clock::now() == at(4ns)));
     manual_clock::advance(std::chrono::hours(3'000'000)); // 1.08e22 ns: beyond the clock's range
-    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_TEST((manual_clock::now() == manual_clock::end_of_time()));
     manual_clock::reset();
     manual_clock::advance(std::chrono::hours::max());
-    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_TEST((manual_clock::now() == manual_clock::end_of_time()));
     manual_clock::reset();
     manual_clock::advance_to(
         std::chrono::time_point<manual_clock, std::chrono::hours>(std::chrono::hours(3'000'000)));
-    BOOST_TEST((manual_clock::now() == manual_clock::time_point::max()));
+    BOOST_TEST((manual_clock::now() == manual_clock::end_of_time()));
     BOOST_CHECK_THROW(manual_clock::advance(std::chrono::duration<double>(std::nan(""))),
                       std::invalid_argument);
     BOOST_CHECK_THROW(manual_clock::advance(-std::chrono::hours::max()), std::invalid_argument);
+    // At the epoch too, where NaN read as 0 and time stayed (a review's probe).
+    manual_clock::reset();
+    using double_s = std::chrono::duration<double>;
+    BOOST_CHECK_THROW(manual_clock::advance_to(std::chrono::time_point<manual_clock, double_s>(
+                          double_s(std::numeric_limits<double>::quiet_NaN()))),
+                      std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(reset_returns_to_the_epoch)

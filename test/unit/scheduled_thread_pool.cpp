@@ -198,6 +198,20 @@ BOOST_AUTO_TEST_CASE(huge_delays_saturate_and_never_run)
     BOOST_TEST(pool.queue().empty());
 }
 
+// A manual clock stops one tick short of time_point::max(), which is never: work submitted there
+// runs (it was due at max(), and never ran; a review's probe).
+BOOST_AUTO_TEST_CASE(work_submitted_at_the_end_of_time_runs, *boost::unit_test::timeout(60))
+{
+    manual_pool pool(single_worker());
+    manual_clock::advance(manual_clock::duration::max());
+    BOOST_TEST(pool.submit([] { return 7; }).get() == 7);
+    BOOST_TEST(pool.schedule(0s, [] { return 8; }).get() == 8);
+    auto never = pool.schedule(1ns, [] { return 9; });
+    settle(pool);
+    BOOST_TEST(!never.is_done());
+    BOOST_TEST(never.cancel());
+}
+
 BOOST_AUTO_TEST_CASE(bad_periods_throw_invalid_argument_and_schedule_nothing)
 {
     manual_pool pool(1);
