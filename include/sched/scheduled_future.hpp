@@ -93,13 +93,15 @@ public:
         return wait_until(detail::due_after<steady>(timeout));
     }
 
-    /// Blocks until the task completes or @p deadline on a real clock passes. A deadline on the
-    /// manual clock does not compile: nothing would wake the wait as that clock moves.
+    /// Blocks until the task completes or @p deadline on a real clock passes (a NaN is rejected
+    /// with std::invalid_argument). A deadline on the manual clock does not compile: nothing
+    /// would wake the wait as that clock moves.
     template <detail::real_time_clock WaitClock, class WaitDuration>
     std::future_status
     wait_until(const std::chrono::time_point<WaitClock, WaitDuration>& deadline) const
     {
         const auto& t = checked();
+        detail::check_not_nan(deadline.time_since_epoch());
         if (deadline == std::chrono::time_point<WaitClock, WaitDuration>::max())
         {
             t.wait();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -259,6 +260,20 @@ BOOST_AUTO_TEST_CASE(wait_for_times_out_on_a_task_not_yet_due)
     manual_clock::advance(10s);
     BOOST_TEST((f.wait_for(std::chrono::hours::max()) == std::future_status::ready));
     BOOST_TEST((f.wait_for(0s) == std::future_status::ready));
+}
+
+// A NaN timeout or deadline is refused, as other waits' are (wait_until read a NaN deadline as the
+// clock's epoch and timed out at once: a review's probe).
+BOOST_AUTO_TEST_CASE(a_nan_timeout_or_deadline_throws_invalid_argument)
+{
+    auto f = pool.schedule(10s, [] {});
+    const std::chrono::duration<double> nan(std::numeric_limits<double>::quiet_NaN());
+    BOOST_CHECK_THROW((void)f.wait_for(nan), std::invalid_argument);
+    BOOST_CHECK_THROW(
+        (void)f.wait_until(
+            std::chrono::time_point<std::chrono::steady_clock, std::chrono::duration<double>>(nan)),
+        std::invalid_argument);
+    BOOST_TEST(f.cancel());
 }
 
 BOOST_AUTO_TEST_CASE(copies_share_the_task)
