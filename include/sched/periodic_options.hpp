@@ -47,7 +47,9 @@ public:
 
     /// A run late by a whole period or more does not happen: the task waits for the first point
     /// of its grid that has not passed, and the next run's tick::missed counts the points
-    /// skipped. A run late by less than a period runs.
+    /// skipped. A run late by less than a period runs. On a pool, lateness up to its
+    /// pool_options::timer_slack (which the pool may add on purpose) does not count: a period
+    /// shorter than the slack would otherwise skip every run.
     static constexpr missed_tick_policy skip() noexcept { return {kind::skip, 0}; }
 
     /// Each run moves the grid to its start (one started before it was due does not): the next

@@ -490,7 +490,8 @@ private:
         {
             try
             {
-                schedule.emplace(kind, detail::checked_period<duration>(period), options);
+                schedule.emplace(kind, detail::checked_period<duration>(period), options,
+                                 detail::deliberate_lateness<duration>(pool_->options()));
             }
             catch (...) // options that do not fit: std::invalid_argument
             {

@@ -178,6 +178,24 @@ BOOST_AUTO_TEST_CASE(skip_runs_a_point_that_falls_due_exactly_now)
     BOOST_TEST((now.told->lag() == 0s));
 }
 
+// A pool may start a run up to its timer slack late on purpose; skip() does not count that. With
+// a slack longer than the period, every run it woke for with company was skipped, for ever (a
+// review's probe).
+BOOST_AUTO_TEST_CASE(skip_forgives_the_slack_its_queue_may_add)
+{
+    schedule s(period_kind::fixed_rate, 10s, with_missed(missed_tick_policy::skip()), 15s);
+    BOOST_TEST_REQUIRE((s.first_due(at(10s)) == at(10s)));
+    const run_result late = run(s, at(10s), at(25s), at(25s)); // late by the slack: it runs
+    BOOST_TEST_REQUIRE(late.told.has_value());
+    BOOST_TEST((late.told->lag() == 15s));
+    BOOST_TEST(late.told->missed == 0u);
+    BOOST_TEST((late.next == at(20s)));
+    // A period late beyond the slack: skipped, up to the first point not in the past.
+    const run_result skipped = run(s, late.next, at(45s), at(45s));
+    BOOST_TEST(!skipped.told.has_value());
+    BOOST_TEST((skipped.next == at(50s)));
+}
+
 BOOST_AUTO_TEST_CASE(delay_moves_the_grid_to_the_late_run)
 {
     slow_first_run task(with_missed(missed_tick_policy::delay()));

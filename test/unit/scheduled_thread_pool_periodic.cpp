@@ -217,6 +217,54 @@ BOOST_AUTO_TEST_CASE(keep_running_reports_every_failure_to_the_sink_and_runs_on)
     BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
 }
 
+// A fixed delay counts from the end of the run, not from the end of the error sink's report of
+// its failure (it counted from the sink's end: a review's probe).
+BOOST_AUTO_TEST_CASE(a_fixed_delay_after_a_failed_run_counts_from_the_runs_end)
+{
+    sched::pool_options options = single_worker();
+    options.error_sink = [](std::exception_ptr) {
+        manual_clock::advance(5s); // a slow sink
+    };
+    manual_pool sinking(options);
+    auto f = sinking.schedule_with_fixed_delay(0s, 10s,
+                                               [&](const tick& t) {
+                                                   log.record(t);
+                                                   if (t.index == 0)
+                                                       throw std::runtime_error("first run");
+                                               },
+                                               {.on_failure = failure_policy::keep_running()});
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(1));
+    settle(sinking);
+    BOOST_TEST((manual_clock::now() == at(5s))); // the sink has run
+    BOOST_TEST((f.delay() == 5s));               // due at 10 s: the run ended at 0
+    manual_clock::advance(5s);
+    BOOST_TEST_REQUIRE(log.runs.wait_for_at_least(2));
+    BOOST_TEST(f.cancel());
+}
+
+// Real clock. Two tasks due together, so that the worker wakes for them the slack after they are
+// due, which is longer than their period: under skip() they run all the same (they never ran:
+// each run was late by the slack, more than a period; a review's probe).
+BOOST_AUTO_TEST_CASE(skip_runs_tasks_whose_period_is_shorter_than_the_pools_slack,
+                     *boost::unit_test::timeout(120))
+{
+    sched::pool_options options;
+    options.threads = 1;
+    options.timer_slack = 25ms;
+    sched::scheduled_thread_pool steady_pool(options);
+    sched::test::counter a;
+    sched::test::counter b;
+    const periodic_options skip{.missed = missed_tick_policy::skip()};
+    auto fa = steady_pool.schedule_at_fixed_rate(
+        10ms, 10ms, [&] { a.increment(); }, skip);
+    auto fb = steady_pool.schedule_at_fixed_rate(
+        10ms, 10ms, [&] { b.increment(); }, skip);
+    BOOST_TEST(a.wait_for_at_least(3));
+    BOOST_TEST(b.wait_for_at_least(3));
+    BOOST_TEST(fa.cancel());
+    BOOST_TEST(fb.cancel());
+}
+
 BOOST_AUTO_TEST_CASE(stop_after_k_ends_at_k_failures_in_a_row_and_a_success_resets_the_count)
 {
     error_log errors;

@@ -2,6 +2,7 @@
 #define SCHED_DETAIL_PERIODIC_SCHEDULE_HPP
 
 #include <sched/periodic_options.hpp>
+#include <sched/pool_options.hpp>
 #include <sched/tick.hpp>
 
 #include <sched/detail/fork_generation.hpp>
@@ -73,6 +74,16 @@ Duration checked_period(std::chrono::duration<Rep, Period> period)
     return saturating_ceil<Duration>(period);
 }
 
+// How late a pool with `options` starts a run on purpose: its timer slack, unless it polls the
+// clock for its tasks instead (spin_before_due), which takes them on time.
+template <class Duration>
+Duration deliberate_lateness(const pool_options& options) noexcept
+{
+    if (options.spin_before_due > std::chrono::nanoseconds::zero())
+        return Duration::zero();
+    return saturating_cast<Duration>(options.timer_slack);
+}
+
 enum class period_kind : std::uint8_t
 {
     one_shot,
@@ -95,10 +106,14 @@ public:
     using time_point = typename Clock::time_point;
     using tick_type = basic_tick<Clock>;
 
-    // `period` is positive. Throws std::invalid_argument for options that do not fit the task:
-    // a grid policy on a fixed delay, or jitter larger than the period.
-    periodic_schedule(period_kind kind, duration period, const periodic_options& options)
-        : period_(period), spread_(options.spread.spread_for(period)),
+    // `period` is positive; `slack` is how late its queue may start a run on purpose (a pool's
+    // timer slack), which skip() forgives. Throws std::invalid_argument for options that do not
+    // fit the task: a grid policy on a fixed delay, or jitter larger than the period.
+    periodic_schedule(period_kind kind,
+                      duration period,
+                      const periodic_options& options,
+                      duration slack = duration::zero())
+        : period_(period), slack_(slack), spread_(options.spread.spread_for(period)),
           failure_limit_(options.on_failure.max_consecutive_failures()),
           policy_(options.missed.value_or(kind == period_kind::fixed_rate
                                               ? missed_tick_policy::burst()
@@ -152,7 +167,11 @@ public:
                 }
                 break;
             case missed_tick_policy::kind::skip:
-                if (late_periods != 0 && may_skip)
+                // Late by the slack counts as on time: a queue that woke for the run as late as
+                // it may (with company due within the slack) would otherwise skip every run of a
+                // task whose period is not longer than the slack.
+                if (const time_point forgiven = saturating_subtract(now, slack_);
+                    may_skip && forgiven > due && span(due, forgiven) / step() != 0)
                 {
                     // This point and the later ones that have passed: up to the first not in
                     // the past.
@@ -258,6 +277,7 @@ private:
     }
 
     duration period_;
+    duration slack_;
     duration spread_;
     std::size_t failure_limit_;
     missed_tick_policy policy_;

@@ -173,7 +173,8 @@ auto basic_scheduled_thread_pool<Clock>::make_periodic(
                   "a periodic task returns void");
     detail::check_not_empty(f);
     detail::periodic_schedule<Clock> schedule(kind, detail::checked_period<duration>(period),
-                                              options);
+                                              options,
+                                              detail::deliberate_lateness<duration>(options_));
     const time_point first = schedule.first_due(detail::due_after<Clock>(initial_delay));
     return make_and_queue<void, true>(std::forward<F>(f), first, kind, schedule);
 }
@@ -577,8 +578,13 @@ void basic_scheduled_thread_pool<Clock>::finish_run(task_type& t, std::exception
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_ptr error) noexcept
 {
-    if (error) // before the task may run again
+    std::optional<time_point> ended; // a fixed delay counts from the run's end, not the sink's
+    if (error)                       // before the task may run again
+    {
+        if (t->is_periodic())
+            ended = Clock::now();
         report_failure(error, carries_failure(*t));
+    }
     // As in Java, a periodic task is back in the queue before after_execute runs, so that the
     // hook's own time does not delay the next run. A task that is done is let go after it: its
     // outcome (the same exception, perhaps) then goes to its handler with no copy left here.
@@ -586,7 +592,7 @@ void basic_scheduled_thread_pool<Clock>::after_run(task_ptr t, std::exception_pt
     {
         if (may_run(*t))
         {
-            const time_point next = t->next_due(Clock::now());
+            const time_point next = t->next_due(ended ? *ended : Clock::now());
             requeue(std::move(t), next);
         }
         else
