@@ -36,9 +36,9 @@
 //               for timeout k of a ring of P; each operation emits signals[k] (terminal) to cancel
 //               the oldest, whose handler is posted to the io_context with operation_aborted,
 //               then arms a new timeout on signals[k]. The pool's worker sleeps throughout.
-//   asio        The workload's baseline: a steady_timer object per timeout. The oldest timer is
-//               cancelled and destroyed, and a new one armed in its place (expires_after,
-//               async_wait).
+//   asio        The workload's baseline: a steady_timer object per timeout, in a slot of a ring
+//               (std::optional, no allocation of its own). The oldest timer is destroyed, which
+//               cancels its wait, and a new one made in its slot and armed (async_wait).
 //   asio_reuse  Asio's cheapest idiom: the timer of the oldest timeout is reused for the new one
 //               (expires_after cancels its pending wait; then a new async_wait).
 //   asio_slot   As asio_reuse, but cancelled as sched is, through a cancellation signal per timer.
@@ -72,13 +72,14 @@
 // every other thread's (the pool's worker, which puts a deadline pushed back into the queue again
 // when its old expiry comes) from the first reset until those re-queues are done. Counters
 // sched_cpu_ns, asio_cpu_ns (per reset), ratio_asio, fired (connections no reset picked before
-// their first expiry: they time out). Two runs: as W5 (rate 0: the resets as fast as they go;
-// the deadlines first expire idle_ms after they are armed, a reset pushes one 3 × idle_ms ahead,
-// and the run lasts until 0.3 × idle_ms after the first expiries), and a server's steady state
-// (--steady_n connections, --steady_rate resets a second for --steady_s seconds, each connection
-// in its turn, a 1 s idle deadline; the thread wakes every --steady_tick_us and makes the resets
-// whose time has come), with a third contestant that resets nothing: pacing_cpu_ns, what the
-// waking and the polling cost alone.
+// their first expiry: sched's time out; steady_timer's io_context is not run after the resets, so
+// its expired waits are cancelled with the rest at the end). Two runs: as W5 (rate 0: the resets
+// as fast as they go; the deadlines first expire idle_ms after they are armed, a reset pushes one
+// 3 × idle_ms ahead, and the run lasts until 0.3 × idle_ms after the first expiries), and a
+// server's steady state (--steady_n connections, --steady_rate resets a second for --steady_s
+// seconds, each connection in its turn, a 1 s idle deadline; the thread wakes every
+// --steady_tick_us and makes the resets whose time has come), with a third contestant that resets
+// nothing: pacing_cpu_ns, what the waking and the polling cost alone.
 //
 // W3 (rows W3_lateness/sched, W3_lateness/sched_no_slack, W3_lateness/sched_spin and
 // W3_lateness/asio), each on its own io_context run by --threads threads. The benchmark thread
@@ -133,6 +134,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -420,10 +422,11 @@ private:
 };
 
 // The baseline, three ways. "asio": the workload's, a steady_timer object per timeout: the oldest
-// is cancelled and destroyed, a new one armed in its place. "asio_reuse": Asio's cheapest idiom,
-// a timer per pending timeout reused for the one that replaces it: expires_after (which cancels
-// the pending wait) and a new async_wait. "asio_slot": reused, and cancelled as sched is, through
-// a cancellation signal per timer.
+// is destroyed (which cancels its wait), a new one made in its slot and armed. The slots are
+// std::optional, as in the pool's W1 baseline: no timer costs an allocation of its own.
+// "asio_reuse": Asio's cheapest idiom, a timer per pending timeout reused for the one that replaces
+// it: expires_after (which cancels the pending wait) and a new async_wait. "asio_slot": reused, and
+// cancelled as sched is, through a cancellation signal per timer.
 template <class Handler>
 class w1_asio final : public contestant
 {
@@ -442,10 +445,10 @@ public:
                      p + static_cast<std::size_t>(m)),
           signals_(std::make_unique<asio::cancellation_signal[]>(p)), way_(w)
     {
-        timers_.reserve(p);
+        timers_ = std::vector<std::optional<asio::steady_timer>>(p);
         for (std::size_t k = 0; k < p; ++k)
         {
-            timers_.push_back(std::make_unique<asio::steady_timer>(io_));
+            timers_[k].emplace(io_);
             arm(k);
         }
     }
@@ -458,8 +461,7 @@ public:
             switch (way_)
             {
             case way::new_timer:
-                timers_[k]->cancel();
-                timers_[k] = std::make_unique<asio::steady_timer>(io_);
+                timers_[k].emplace(io_); // destroying the old timer cancels its wait
                 break;
             case way::reuse:
                 break; // expires_after cancels
@@ -496,7 +498,7 @@ private:
     bench::rng rng_{1};
     std::unique_ptr<asio::cancellation_signal[]> signals_;
     way way_;
-    std::vector<std::unique_ptr<asio::steady_timer>> timers_;
+    std::vector<std::optional<asio::steady_timer>> timers_;
     std::size_t oldest_ = 0;
 };
 
@@ -897,7 +899,8 @@ void w5_whole_run(benchmark::State& state)
     const std::int64_t rate = state.range(2);
     const clock_type::duration idle = std::chrono::milliseconds(state.range(3));
     const clock_type::duration tick = std::chrono::microseconds(state.range(4));
-    static int repetition = 0;
+    static std::map<std::int64_t, int> repetitions; // of each row (its rate)
+    int& repetition = repetitions[rate];
     for (auto _ : state)
     {
         w5_idle deadlines;
@@ -911,7 +914,8 @@ void w5_whole_run(benchmark::State& state)
             // resets begin (which end sooner); a reset pushes it 3 × `idle` ahead. The run lasts
             // until the first expiries have come due and some time after (when the worker
             // re-queues every deadline that a reset pushed back), and ends before the pushed
-            // expiries. The few connections that no reset picked time out (counter fired).
+            // expiries. The few connections that no reset picked time out (counter fired: sched's;
+            // steady_timer's io_context is not run then, and cancels them at the end).
             deadlines = {idle, 0s, 3 * idle, false, true};
             idle_until = idle;
             tail = idle * 3 / 10;

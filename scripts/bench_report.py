@@ -358,6 +358,11 @@ def asio_section(r, rows, results, img, floor_cdfs, repetitions):
                 table.append([label, num(e["sched_ns"], 1), num(e["asio_ns"], 1),
                               ratio(ns_ratio(e, "asio"))])
         r.table(["ns per operation", "sched", "steady_timer", "steady_timer ÷ sched"], table)
+        r.add("`steady_timer` in the W1 churn rows is the workload's: a timer object per timeout, "
+              "in a ring of `std::optional` slots (no allocation of its own), the oldest destroyed "
+              "and a new one made in its slot. Asio's cheapest idiom, the oldest timer reused "
+              f"(`expires_after` + `async_wait`), read {w1['asio_reuse_ns']:.1f} ns "
+              f"({ratio(ns_ratio(w1, 'asio_reuse'))} sched's) in the same row.", "")
         if arm:
             goal = w1["asio_ns"] / 2
             r.add(f"W1's target, half `steady_timer`'s time a pair, is {goal:.0f} ns. An operation "
