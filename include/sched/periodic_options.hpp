@@ -47,8 +47,10 @@ public:
 
     /// A run late by a whole period or more does not happen: the task waits for the first point
     /// of its grid that has not passed, and the next run's tick::missed counts the points
-    /// skipped. A run late by less than a period runs. On a pool, lateness up to its
-    /// pool_options::timer_slack (which the pool may add on purpose) does not count: a period
+    /// skipped. A run late by less than a period runs. On a pool that does not spin
+    /// (pool_options::spin_before_due), a run late by a period or more, but by less than that
+    /// beyond the pool's timer_slack (which the pool may add on purpose), runs all the same,
+    /// standing for the latest point that has passed (the others count as missed): a period
     /// shorter than the slack would otherwise skip every run.
     static constexpr missed_tick_policy skip() noexcept { return {kind::skip, 0}; }
 

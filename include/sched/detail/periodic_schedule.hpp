@@ -160,31 +160,33 @@ public:
                 // late_periods + 1 points are due: this run stands for the latest max_burst.
                 if (policy_.max_burst() != 0 && late_periods >= policy_.max_burst())
                 {
-                    const std::uint64_t dropped = late_periods + 1 - policy_.max_burst();
-                    point_ = advance(point_, dropped);
-                    missed_ += dropped;
+                    drop_points(late_periods + 1 - policy_.max_burst());
                     scheduled = this->due();
                 }
                 break;
             case missed_tick_policy::kind::skip:
-                // Late by the slack counts as on time: a queue that woke for the run as late as
-                // it may (with company due within the slack) would otherwise skip every run of a
-                // task whose period is not longer than the slack.
-                if (const time_point forgiven = saturating_subtract(now, slack_);
-                    may_skip && forgiven > due && span(due, forgiven) / step() != 0)
+            {
+                if (late_periods == 0 || !may_skip)
+                    break;
+                // Late by no more than the slack, which a queue that woke for the run as late as
+                // it may (with company due within the slack) adds on purpose: the run stands for
+                // the latest point that has passed, so that a period shorter than the slack
+                // neither skips every run nor catches up.
+                const time_point forgiven = saturating_subtract(now, slack_);
+                if (forgiven <= due || span(due, forgiven) / step() == 0)
                 {
-                    // This point and the later ones that have passed: up to the first not in
-                    // the past.
-                    const std::uint64_t behind = now > point_ ? span(point_, now) : 0;
-                    const std::uint64_t skipped =
-                        std::max<std::uint64_t>(1, behind / step() + (behind % step() != 0));
-                    point_ = advance(point_, skipped);
-                    missed_ += skipped;
-                    offset_ = draw();
-                    skipped_ = true;
-                    return std::nullopt;
+                    drop_points(late_periods);
+                    scheduled = this->due();
+                    break;
                 }
-                break;
+                // This point and the later ones that have passed: up to the first not in the
+                // past.
+                const std::uint64_t behind = now > point_ ? span(point_, now) : 0;
+                drop_points(std::max<std::uint64_t>(1, behind / step() + (behind % step() != 0)));
+                offset_ = draw();
+                skipped_ = true;
+                return std::nullopt;
+            }
             case missed_tick_policy::kind::delay:
                 // The grid moves to this start: the next point is a period after it (and the
                 // next run's own jitter moves that run, not this one's, which has passed). A run
@@ -257,6 +259,13 @@ private:
         // Not past time_point::max(), so the unsigned sum converts back exactly.
         return time_point(duration(static_cast<typename duration::rep>(
             static_cast<std::uint64_t>(p.time_since_epoch().count()) + ticks)));
+    }
+
+    // Moves the planned run `dropped` points on, counting those it passes as missed.
+    void drop_points(std::uint64_t dropped) noexcept
+    {
+        point_ = advance(point_, dropped);
+        missed_ += dropped;
     }
 
     // `p` moved `periods` periods on, saturating at time_point::max().
