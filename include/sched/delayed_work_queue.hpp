@@ -372,6 +372,13 @@ public:
             spin_ = spin;
     }
 
+    /// How late the queue may hand out a task on purpose: the slack, unless a spin is set (then
+    /// the head is polled for, and handed out on time).
+    duration deliberate_lateness() const noexcept
+    {
+        return spin_ == duration::zero() ? slack_ : duration::zero();
+    }
+
     /// Gives the queue a far tier: a task due at least @p horizon ahead, with no external leader,
     /// goes to one of @p shards heaps, each with its own lock, chosen by the pushing thread; it
     /// moves to the main heap, with the other far tasks due within @p horizon, half a horizon or

@@ -491,7 +491,7 @@ private:
             try
             {
                 schedule.emplace(kind, detail::checked_period<duration>(period), options,
-                                 detail::deliberate_lateness<duration>(pool_->options()));
+                                 pool_->queue().deliberate_lateness());
             }
             catch (...) // options that do not fit: std::invalid_argument
             {

@@ -1363,6 +1363,23 @@ BOOST_FIXTURE_TEST_CASE(negative_settings_are_refused, sched::test::queue_fixtur
     queue.set_far_tier(0ns, 0);
 }
 
+// What skip() forgives a periodic task (see periodic_schedule): the slack, unless the queue polls
+// for its head. A queue on the manual clock never polls, so its slack stays.
+BOOST_FIXTURE_TEST_CASE(deliberate_lateness_is_the_slack_unless_the_queue_polls,
+                        sched::test::queue_fixture)
+{
+    BOOST_TEST((queue.deliberate_lateness() == 0ns));
+    queue.set_slack(250ms);
+    BOOST_TEST((queue.deliberate_lateness() == 250ms));
+    queue.set_spin(1ms);
+    BOOST_TEST((queue.deliberate_lateness() == 250ms));
+    sched::basic_delayed_work_queue<std::chrono::steady_clock> polling;
+    polling.set_slack(250ms);
+    BOOST_TEST((polling.deliberate_lateness() == 250ms));
+    polling.set_spin(1ms);
+    BOOST_TEST((polling.deliberate_lateness() == 0ns));
+}
+
 // ----- Polling for the head (set_spin) ----------------------------------------------------------
 
 namespace {

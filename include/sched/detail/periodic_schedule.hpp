@@ -2,7 +2,6 @@
 #define SCHED_DETAIL_PERIODIC_SCHEDULE_HPP
 
 #include <sched/periodic_options.hpp>
-#include <sched/pool_options.hpp>
 #include <sched/tick.hpp>
 
 #include <sched/detail/fork_generation.hpp>
@@ -74,16 +73,6 @@ Duration checked_period(std::chrono::duration<Rep, Period> period)
     return saturating_ceil<Duration>(period);
 }
 
-// How late a pool with `options` starts a run on purpose: its timer slack, unless it polls the
-// clock for its tasks instead (spin_before_due), which takes them on time.
-template <class Duration>
-Duration deliberate_lateness(const pool_options& options) noexcept
-{
-    if (options.spin_before_due > std::chrono::nanoseconds::zero())
-        return Duration::zero();
-    return saturating_cast<Duration>(options.timer_slack);
-}
-
 enum class period_kind : std::uint8_t
 {
     one_shot,
@@ -106,9 +95,10 @@ public:
     using time_point = typename Clock::time_point;
     using tick_type = basic_tick<Clock>;
 
-    // `period` is positive; `slack` is how late its queue may start a run on purpose (a pool's
-    // timer slack), which skip() forgives. Throws std::invalid_argument for options that do not
-    // fit the task: a grid policy on a fixed delay, or jitter larger than the period.
+    // `period` is positive; `slack` is how late its queue may start a run on purpose (see
+    // basic_delayed_work_queue::deliberate_lateness()), which skip() forgives. Throws
+    // std::invalid_argument for options that do not fit the task: a grid policy on a fixed delay,
+    // or jitter larger than the period.
     periodic_schedule(period_kind kind,
                       duration period,
                       const periodic_options& options,

@@ -173,8 +173,7 @@ auto basic_scheduled_thread_pool<Clock>::make_periodic(
                   "a periodic task returns void");
     detail::check_not_empty(f);
     detail::periodic_schedule<Clock> schedule(kind, detail::checked_period<duration>(period),
-                                              options,
-                                              detail::deliberate_lateness<duration>(options_));
+                                              options, queue_.deliberate_lateness());
     const time_point first = schedule.first_due(detail::due_after<Clock>(initial_delay));
     return make_and_queue<void, true>(std::forward<F>(f), first, kind, schedule);
 }
