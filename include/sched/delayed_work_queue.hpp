@@ -388,8 +388,9 @@ public:
     /// still come out in due order, and tasks due at the same time in the order they were pushed,
     /// except two pushed from different threads that were both in the far tier: they come out in
     /// either order; and a task that stays in the main heap though due beyond the horizon while
-    /// the tier is open (one an external leader waits for, see set_leader_finder()) may come out
-    /// before far tasks pushed before it and due at the same time.
+    /// the tier is open (one an external leader waits for, see set_leader_finder(), or one moved
+    /// there by reschedule() or defer_heads() while its shard could not grow for want of memory)
+    /// may come out before far tasks pushed before it and due at the same time.
     /// (Which tasks are far is judged from a recent clock reading; after a while with no thread
     /// looking at the clock, a task due sooner may count as far.) When memory runs out as far tasks
     /// move, those that could not leave the far tier try again a millisecond later (a tick of a

@@ -11,6 +11,7 @@
 #include <future>
 #include <iterator>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -298,6 +299,50 @@ BOOST_AUTO_TEST_CASE(a_far_task_due_never_is_pulled_in_without_memory)
     manual_clock::advance(2h);
     BOOST_TEST(poll_all() == (std::vector<int>{1}), boost::test_tools::per_element());
     BOOST_TEST(queue.empty());
+}
+
+// A far push earlier than every far task only moves the marker, which is in the main heap
+// already: it needs no room there, and succeeds while the main heap cannot grow (a review found
+// that it reserved room all the same, and threw std::bad_alloc).
+BOOST_AUTO_TEST_CASE(a_far_push_that_moves_the_marker_needs_no_room_in_the_main_heap)
+{
+    queue.push(make(1), 20s);       // far: the marker is in the main heap
+    for (int id = 2; id < 65; ++id) // with the marker, the main heap's first array full
+        queue.push(make(id), 100ms);
+    sched::test::fail_next_aligned_allocation();
+    BOOST_TEST(!queue.push(make(65), 10s));                      // far, and earlier than 1
+    BOOST_TEST(sched::test::aligned_allocation_failure_armed()); // nothing allocated
+    sched::test::fail_next_aligned_allocation(false);
+    manual_clock::advance(100ms);
+    BOOST_TEST(poll_all().size() == 63u);
+    manual_clock::advance(20s);
+    BOOST_TEST(poll_all() == (std::vector<int>{65, 1}), boost::test_tools::per_element());
+}
+
+// A task rescheduled past the horizon while its shard cannot grow stays in the main heap, and may
+// come out before far tasks pushed before it and due at the same time, as set_far_tier() says;
+// it still comes out once, when due.
+BOOST_AUTO_TEST_CASE(a_task_the_far_tier_has_no_memory_for_stays_in_the_main_heap)
+{
+    for (int id = 0; id < 64; ++id) // this thread's shard: its first array full
+        queue.push(make(id), 10s);
+    auto& near = make(100);
+    queue.push(near, 500ms);
+    sched::test::fail_next_aligned_allocation();
+    BOOST_TEST(queue.reschedule(near, at(10s)));
+    BOOST_TEST(!sched::test::aligned_allocation_failure_armed());
+    sched::test::fail_next_aligned_allocation(false);
+    BOOST_TEST(!sched::detail::queue_access<queue_type>::in_far_tier(near));
+    manual_clock::advance(9999ms);
+    BOOST_TEST(queue.poll() == nullptr);
+    manual_clock::advance(1ms);
+    std::vector<int> out = poll_all();
+    BOOST_TEST(out.size() == 65u);
+    std::sort(out.begin(), out.end());
+    std::vector<int> expected(64);
+    std::iota(expected.begin(), expected.end(), 0);
+    expected.push_back(100);
+    BOOST_TEST(out == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_task_already_queued_far_cannot_be_pushed_again)

@@ -215,8 +215,10 @@ bool basic_delayed_work_queue<Clock>::push_locked(node& task,
     }
     if (shard* const s = far)
     {
-        // Room for the marker first: once it holds far tasks, it is in the main heap.
-        heap_.make_room();
+        // Room for the marker first, unless it is in the main heap already (then it only moves):
+        // once the shard holds the task, the marker must be in the main heap.
+        if (!heap_.find(marker_))
+            heap_.make_room();
         std::lock_guard shard_lock(s->mutex);
         push_far(*s, task, due);
         return false;
