@@ -972,4 +972,37 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_throws_while_its_thread_polls_leaves_the_
     runner.join();
 }
 
+// A wait's handler that runs long on the thread that is to poll for the next wait does not hold
+// that wait up: the polling is handed on before the handler runs, and the io_context's other
+// thread polls meanwhile (a review found the next wait held until the handler returned: the
+// other thread, woken for it, found it polled for, and went back to sleep). The first wait's
+// handler waits for the second's, which is due only once the clock moves on after it started.
+BOOST_FIXTURE_TEST_CASE(another_thread_polls_for_the_next_wait_while_a_handler_runs,
+                        silent_spinning_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    std::promise<void> first_started;
+    std::promise<error_code> second;
+    std::future<error_code> second_done = second.get_future();
+    bool second_completed_meanwhile = false;
+    scheduler.async_wait(at(30s), [&](error_code) {
+        first_started.set_value();
+        second_completed_meanwhile = second_done.wait_for(20s) == std::future_status::ready;
+    });
+    scheduler.async_wait(at(60s), [&](error_code ec) { second.set_value(ec); });
+    std::thread one([this] { io.run_for(60s); });
+    const joined_on_exit join_one{io, one};
+    std::thread two([this] { io.run_for(60s); });
+    const joined_on_exit join_two{io, two};
+    BOOST_TEST_REQUIRE(io_running());
+    sched::manual_clock::advance(30s);
+    BOOST_TEST_REQUIRE((first_started.get_future().wait_for(20s) == std::future_status::ready));
+    sched::manual_clock::advance(30s);
+    one.join();
+    two.join();
+    BOOST_TEST(second_completed_meanwhile);
+    BOOST_TEST_REQUIRE((second_done.wait_for(0s) == std::future_status::ready));
+    BOOST_TEST((second_done.get() == error_code()));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -72,12 +72,13 @@ public:
             post_runner(io);
     }
 
-    // Calls `f()` on a thread running `io`, inside one of its handlers, and then invokes there
-    // the completions that `f` pushed, oldest first, as a runner would: they need no runner of
-    // their own (an io_alarm's wake-up: the handlers of the waits it took run where it woke).
+    // Calls `f()` on a thread running `io`, inside one of its handlers, then `before_them(bool)`
+    // (noexcept; told whether completions follow, even if `f` threw), and then invokes there the
+    // completions that `f` pushed, oldest first, as a runner would: they need no runner of their
+    // own (an io_alarm's wake-up: the handlers of the waits it took run where it woke).
     // Nests: `f` may run `io` (a pool's hook that polls it), and so another run_here().
-    template <class F>
-    void run_here(boost::asio::io_context& io, F f)
+    template <class F, class BeforeThem>
+    void run_here(boost::asio::io_context& io, F f, BeforeThem before_them)
     {
         const collecting outer = std::exchange(here_, {this, nullptr});
         try
@@ -86,10 +87,14 @@ public:
         }
         catch (...)
         {
-            run_batch(io, take_here(outer));
+            queued_completion* const batch = take_here(outer);
+            before_them(batch != nullptr);
+            run_batch(io, batch);
             throw;
         }
-        run_batch(io, take_here(outer));
+        queued_completion* const batch = take_here(outer);
+        before_them(batch != nullptr);
+        run_batch(io, batch);
     }
 
     // Destroys every completion left unrun: their io_context is shutting down, and nothing runs

@@ -15,6 +15,7 @@
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/defer.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <array>
@@ -236,35 +237,67 @@ private:
         }
     };
 
+    // Takes the polling that a thread running handlers has handed on, if it still has (see
+    // run()), so that another thread of the io_context polls meanwhile.
+    struct taker
+    {
+        io_alarm* alarm;
+
+        void operator()() const
+        {
+            const finish done{alarm};
+            alarm->taker_queued_.exchange(false, std::memory_order_acq_rel);
+            const std::uint64_t turn = alarm->handed_on_.load(std::memory_order_relaxed);
+            if (turn != 0 && alarm->claim(turn))
+                alarm->run(led_poll{true, time_point::min()});
+        }
+    };
+
     // On a thread of the io_context, once woken: runs the due tasks it leads, and the handlers
     // of the waits among them after them, as Asio's timers' would (no other handler and no
     // other thread has to come first). Then, if this thread is to poll the clock for the next
     // head (see basic_delayed_work_queue::take_led()), goes on polling, even if a handler threw
-    // (the exception goes on out of the io_context's run()).
+    // (the exception goes on out of the io_context's run()). While the handlers run (they may
+    // take long, and no other thread wakes for a head this one polls for), the polling is handed
+    // on: posted, so that another thread of the io_context may take it; this thread takes it
+    // back if none has by the time they have run.
     void run(led_poll poll = {})
     {
-        bool ran_led = false; // the pool was there: `poll` is this turn's
+        bool ran_led = false;   // the pool was there: `poll` is this turn's
+        bool polls_on = false;  // this thread is to poll on once the handlers have run
+        std::uint64_t turn = 0; // the turn handed on meanwhile
+        const auto take_back = [&]() noexcept {
+            if (polls_on && (turn == 0 || claim(turn)))
+                poll_on(poll);
+        };
         try
         {
-            done_->run_here(*io_, [&] {
-                link_->with_owner([&] {
-                    ran_led = true;
-                    pool_access::run_led(*pool_, *this, poll);
+            done_->run_here(
+                *io_,
+                [&] {
+                    link_->with_owner([&] {
+                        ran_led = true;
+                        pool_access::run_led(*pool_, *this, poll);
+                    });
+                },
+                [&](bool handlers_follow) noexcept {
+                    if (!ran_led || !poll.polling)
+                        return;
+                    polls_on = true;
+                    if (handlers_follow)
+                        turn = hand_on();
                 });
-            });
         }
         catch (...)
         {
-            if (ran_led && poll.polling)
-                poll_on(poll);
+            take_back();
             throw;
         }
-        if (ran_led && poll.polling)
-            poll_on(poll);
+        take_back();
     }
 
-    // Goes on polling in a handler of its own; out of memory, gives the head back to the queue,
-    // which asks its leader (this alarm, most likely) to wake for it again.
+    // Goes on polling in a continuation of this thread's; out of memory, gives the head back to
+    // the queue, which asks its leader (this alarm, most likely) to wake for it again.
     void poll_on(const led_poll& poll) noexcept
     {
         try
@@ -277,6 +310,45 @@ private:
         {
             link_->with_owner([this] { pool_access::dismiss(*pool_, *this, [] {}); });
         }
+    }
+
+    // Hands the polling on: a taker posted to the io_context, unless one is queued already (each
+    // post may wake a thread), takes it on another thread if this one has not taken it back by
+    // then. Returns the turn handed on, or 0 if it could not be (this thread then polls on).
+    std::uint64_t hand_on() noexcept
+    {
+        try
+        {
+            std::lock_guard lock(timers_mutex_);
+            const std::uint64_t turn = ++turns_;
+            handed_on_.store(turn, std::memory_order_relaxed);
+            if (!taker_queued_.exchange(true, std::memory_order_acq_rel))
+            {
+                try
+                {
+                    boost::asio::post(*io_, taker{this});
+                }
+                catch (...)
+                {
+                    taker_queued_.store(false, std::memory_order_relaxed);
+                    throw;
+                }
+                ++queued_;
+            }
+            return turn;
+        }
+        catch (...)
+        {
+            handed_on_.store(0, std::memory_order_relaxed);
+            return 0;
+        }
+    }
+
+    // Whether `turn`, handed on, is still to be taken: then the caller takes it (the thread that
+    // handed it on, or the poller it posted), and the other finds it gone.
+    bool claim(std::uint64_t turn) noexcept
+    {
+        return handed_on_.compare_exchange_strong(turn, 0, std::memory_order_relaxed);
     }
 
     // After step_down(), once the io_context runs it: stops the timers, unless the alarm leads
@@ -329,6 +401,10 @@ private:
     // Of those, how many have finished: the last thing each does with the alarm, so that one
     // that sees it equal to queued_ (acquiring) may destroy it.
     std::atomic<std::uint64_t> finished_{0};
+    std::uint64_t turns_ = 0; // guarded by timers_mutex_: polling turns handed on so far
+    // The polling turn handed on and not taken yet, or 0 (see run()).
+    std::atomic<std::uint64_t> handed_on_{0};
+    std::atomic<bool> taker_queued_{false}; // a taker is queued and has not started
 };
 
 } // namespace sched::detail
