@@ -265,7 +265,7 @@ private:
     {
         bool ran_led = false;   // the pool was there: `poll` is this turn's
         bool polls_on = false;  // this thread is to poll on once the handlers have run
-        std::uint64_t turn = 0; // the turn handed on meanwhile
+        std::uint64_t turn = 0; // the turn handed on meanwhile, if any
         const auto take_back = [&]() noexcept {
             if (polls_on && (turn == 0 || claim(turn)))
                 poll_on(poll);
@@ -314,38 +314,29 @@ private:
 
     // Hands the polling on: a taker posted to the io_context, unless one is queued already (each
     // post may wake a thread), takes it on another thread if this one has not taken it back by
-    // then. Returns the turn handed on, or 0 if it could not be (this thread then polls on).
+    // then (see claim()). Returns the turn handed on. Out of memory, no taker is posted, and this
+    // thread takes the turn back, unless a taker that was starting has found it first.
     std::uint64_t hand_on() noexcept
     {
+        std::lock_guard lock(timers_mutex_);
+        const std::uint64_t turn = ++turns_;
+        handed_on_.store(turn, std::memory_order_relaxed);
+        if (taker_queued_.exchange(true, std::memory_order_acq_rel))
+            return turn; // the taker queued will find it
         try
         {
-            std::lock_guard lock(timers_mutex_);
-            const std::uint64_t turn = ++turns_;
-            handed_on_.store(turn, std::memory_order_relaxed);
-            if (!taker_queued_.exchange(true, std::memory_order_acq_rel))
-            {
-                try
-                {
-                    boost::asio::post(*io_, taker{this});
-                }
-                catch (...)
-                {
-                    taker_queued_.store(false, std::memory_order_relaxed);
-                    throw;
-                }
-                ++queued_;
-            }
-            return turn;
+            boost::asio::post(*io_, taker{this});
+            ++queued_;
         }
         catch (...)
         {
-            handed_on_.store(0, std::memory_order_relaxed);
-            return 0;
+            taker_queued_.store(false, std::memory_order_relaxed);
         }
+        return turn;
     }
 
     // Whether `turn`, handed on, is still to be taken: then the caller takes it (the thread that
-    // handed it on, or the poller it posted), and the other finds it gone.
+    // handed it on, or a taker), and the other finds it gone.
     bool claim(std::uint64_t turn) noexcept
     {
         return handed_on_.compare_exchange_strong(turn, 0, std::memory_order_relaxed);
