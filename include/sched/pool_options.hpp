@@ -79,8 +79,10 @@ struct pool_options
     /// late (tens of microseconds, more on a loaded or virtual machine). The cost is CPU: that
     /// thread is busy for up to this long before each wake-up, and all the time while tasks fall
     /// due less than this apart. For a scheduler's waits and bound ticks, the io_context's thread
-    /// that wakes for them polls, between its other handlers. Zero, the default, sleeps; with a
-    /// spin, timer_slack is not used. Negative: std::invalid_argument.
+    /// that wakes for them polls, between its other handlers: its polling is a handler that is
+    /// always ready, so io_context::poll() returns only once no such head is due within the spin.
+    /// Zero, the default, sleeps; with a spin, timer_slack is not used. Negative:
+    /// std::invalid_argument.
     std::chrono::nanoseconds spin_before_due = std::chrono::nanoseconds::zero();
 
     /// Tasks due at least this far ahead wait in heaps of their own, one per group of scheduling
