@@ -264,10 +264,9 @@ private:
     void run(led_poll poll = {})
     {
         bool ran_led = false;   // the pool was there: `poll` is this turn's
-        bool polls_on = false;  // this thread is to poll on once the handlers have run
-        std::uint64_t turn = 0; // the turn handed on meanwhile, if any
+        std::uint64_t turn = 0; // the turn handed on while the handlers run, if any
         const auto take_back = [&]() noexcept {
-            if (polls_on && (turn == 0 || claim(turn)))
+            if (turn != 0 && claim(turn))
                 poll_on(poll);
         };
         try
@@ -283,9 +282,10 @@ private:
                 [&](bool handlers_follow) noexcept {
                     if (!ran_led || !poll.polling)
                         return;
-                    polls_on = true;
                     if (handlers_follow)
                         turn = hand_on();
+                    else
+                        poll_on(poll);
                 });
         }
         catch (...)
