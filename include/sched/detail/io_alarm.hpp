@@ -10,6 +10,7 @@
 #include <sched/detail/pool_access.hpp>
 #include <sched/detail/spin_wait.hpp>
 #include <sched/detail/task.hpp>
+#include <sched/detail/time.hpp>
 #include <sched/detail/visibility.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
@@ -59,13 +60,18 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // and cancelled at once, over and over (the last pending timeout of a connection), finds the
 // timer still waiting and costs no system call. Each timer kept that way wakes early at most
 // once, finds nothing due, and is set again; one kept past what is needed now is moved or
-// stopped when the alarm next sets a timer.
+// stopped when the alarm next sets a timer. But a wake-up for nothing costs a thread far more
+// than the system call: a timer that would wake for nothing soon (within early_wake_horizon of
+// the alarm's last wake-up) is moved rather than kept, and the second timer is not readied for a
+// time that soon. Where waits fall due microseconds apart, the task after the head is mostly
+// taken by the head's own wake-up, and a timer readied for it woke for nothing.
 template <class Clock>
 class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
 {
 public:
     using time_point = typename Clock::time_point;
     using led_poll = typename basic_delayed_work_queue<Clock>::led_poll;
+    using duration = typename Clock::duration;
     using completions = completion_queue<scheduler_service<Clock>>;
 
     // `done` takes the completions of the tasks it runs (its service's).
@@ -81,9 +87,13 @@ public:
         if (!may_lead_)
             return false;
         std::lock_guard lock(timers_mutex_);
+        const time_point soon = saturating_add(
+            time_point(duration(woke_.load(std::memory_order_relaxed))), early_wake_horizon);
         try
         {
             timer* lead = waiting_by(due);
+            if (lead && lead->at < due && lead->at < soon)
+                lead = nullptr; // it would wake for nothing, soon: it moves
             if (!lead)
             {
                 // The idle one, or the one that waits for the later time.
@@ -94,10 +104,12 @@ public:
                 lead->wait(this, due);
             }
             timer& other = lead == &timers_[0] ? timers_[1] : timers_[0];
-            const bool get_ready = then != time_point::max() && then > due;
+            const bool get_ready = then != time_point::max() && then > due && then >= soon;
             // Moving a waiting timer ends its wait, which the io_context then completes as a
-            // handler of its own, for nothing: only one that waits past what is needed now.
-            const bool stale = other.waiting() && other.at > (get_ready ? then : due);
+            // handler of its own, for nothing: only one that waits past what is needed now, or
+            // that would wake before the lead, soon, for nothing.
+            const bool stale = other.waiting() && (other.at > (get_ready ? then : due) ||
+                                                   (other.at < due && other.at < soon));
             if (get_ready && (stale || !other.waiting()))
                 other.wait(this, then);
             else if (stale)
@@ -153,6 +165,10 @@ public:
     }
 
 private:
+    // How soon after the alarm's last wake-up a timer must be due to wake for nothing rather
+    // than be moved (see the class's comment).
+    static constexpr duration early_wake_horizon = std::chrono::milliseconds(1);
+
     // In a handler the alarm queued, counts it finished as it returns or throws: the last thing
     // the handler does with the alarm (a handler destroyed unrun does nothing with it).
     struct finish
@@ -263,6 +279,7 @@ private:
     // back if none has by the time they have run.
     void run(led_poll poll = {})
     {
+        woke_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
         bool ran_led = false;   // the pool was there: `poll` is this turn's
         std::uint64_t turn = 0; // the turn handed on while the handlers run, if any
         const auto take_back = [&]() noexcept {
@@ -396,6 +413,9 @@ private:
     // The polling turn handed on and not taken yet, or 0 (see run()).
     std::atomic<std::uint64_t> handed_on_{0};
     std::atomic<bool> taker_queued_{false}; // a taker is queued and has not started
+    // When a thread of the io_context last ran the alarm (the clock's count): lead_until() judges
+    // "soon" from it (a reading that is late only errs towards keeping a timer).
+    std::atomic<typename duration::rep> woke_{0};
 };
 
 } // namespace sched::detail
