@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <future>
@@ -111,16 +112,35 @@ struct busy_pool_fixture
 // Arms a wait on a scheduler on `io` and `pool` (its workers busy) and runs `io`: only the
 // io_context's alarm can complete the wait, and run() returns once it has (well before the busy
 // worker gives up, after a minute).
+template <class Clock>
 void expect_the_alarm_to_complete_a_wait(boost::asio::io_context& io,
-                                         sched::scheduled_thread_pool& pool)
+                                         sched::basic_scheduled_thread_pool<Clock>& pool)
 {
-    sched::scheduler scheduler(io, pool);
+    sched::basic_scheduler<Clock> scheduler(io, pool);
     std::optional<error_code> result;
-    scheduler.async_wait(1ms, [&](error_code ec) { result = ec; });
+    scheduler.async_wait(std::chrono::ceil<typename Clock::duration>(1ms),
+                         [&](error_code ec) { result = ec; });
     io.run_for(20s); // returns once the wait has completed: nothing else is pending
     BOOST_TEST_REQUIRE(result.has_value());
     BOOST_TEST(!*result);
 }
+
+// The steady clock in hundredths of a second: a user's clock coarser than the alarm's own
+// thresholds (a millisecond).
+struct centisecond_clock
+{
+    using duration = std::chrono::duration<std::int64_t, std::centi>;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<centisecond_clock>;
+    static constexpr bool is_steady = true;
+
+    static time_point now() noexcept
+    {
+        return time_point(
+            std::chrono::duration_cast<duration>(clock_type::now().time_since_epoch()));
+    }
+};
 
 // A periodic operation's completion handler that records the error its end carries.
 auto record_end(std::optional<error_code>& out)
@@ -282,6 +302,17 @@ BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worke
                         busy_pool_fixture,
                         *boost::unit_test::timeout(120))
 {
+    boost::asio::io_context io;
+    expect_the_alarm_to_complete_a_wait(io, pool);
+}
+
+// On a clock coarser than a millisecond too (the alarm's threshold for waking early, a
+// millisecond, did not convert to its duration: the scheduler did not compile).
+BOOST_AUTO_TEST_CASE(a_wait_on_a_clock_coarser_than_a_millisecond_completes_on_the_io_context,
+                     *boost::unit_test::timeout(120))
+{
+    sched::basic_scheduled_thread_pool<centisecond_clock> pool(1);
+    sched::test::occupied_worker<decltype(pool)> taken(pool);
     boost::asio::io_context io;
     expect_the_alarm_to_complete_a_wait(io, pool);
 }

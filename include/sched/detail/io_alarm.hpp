@@ -61,10 +61,12 @@ inline constexpr bool has_io_alarm = !notifying_clock<Clock>;
 // timer still waiting and costs no system call. Each timer kept that way wakes early at most
 // once, finds nothing due, and is set again; one kept past what is needed now is moved or
 // stopped when the alarm next sets a timer. But a wake-up for nothing costs a thread far more
-// than the system call: a timer that would wake for nothing soon (within early_wake_horizon of
-// the alarm's last wake-up) is moved rather than kept, and the second timer is not readied for a
-// time that soon. Where waits fall due microseconds apart, the task after the head is mostly
-// taken by the head's own wake-up, and a timer readied for it woke for nothing.
+// than the system call: a timer that would wake before the head is due, and soon (within
+// early_wake_horizon of the alarm's last wake-up), is moved or stopped rather than kept, and the
+// second timer is not readied for a time that soon. Where waits fall due microseconds apart, the
+// task after the head is mostly taken by the head's own wake-up, and a timer readied for it woke
+// for nothing. (The reactor's earliest timer, moved later or stopped, still wakes the reactor at
+// its old time, which Asio does not reset for that; but no handler runs, and no lock is taken.)
 template <class Clock>
 class io_alarm final : public basic_delayed_work_queue<Clock>::external_leader
 {
@@ -167,7 +169,8 @@ public:
 private:
     // How soon after the alarm's last wake-up a timer must be due to wake for nothing rather
     // than be moved (see the class's comment).
-    static constexpr duration early_wake_horizon = std::chrono::milliseconds(1);
+    static constexpr duration early_wake_horizon =
+        std::chrono::ceil<duration>(std::chrono::milliseconds(1));
 
     // In a handler the alarm queued, counts it finished as it returns or throws: the last thing
     // the handler does with the alarm (a handler destroyed unrun does nothing with it).
