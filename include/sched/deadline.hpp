@@ -28,11 +28,12 @@ namespace sched {
  * async_wait() arms the deadline: its handler runs when the expiry passes. expires_at() and
  * expires_after() move an armed deadline's expiry, later or earlier, with no handler invocation
  * and no cancel-and-wait-again (what steady_timer::expires_after costs), and say whether they
- * did: false means no wait was armed (it has fired, is firing, has been cancelled, or was never
- * started), and the new expiry is then kept for the next async_wait(). Between a move and the
- * expiry there is one winner: a move that returns true has prevented the old expiry. So, as with
- * Asio's timers, a handler that gets success checks expiry() against the clock: a move after the
- * expiry fired, before the handler ran, calls for another async_wait().
+ * did: false means no wait was armed (it has fired, is firing, has been cancelled or otherwise
+ * ended: a shutdown as below, out of memory or its io_context's destruction, see basic_scheduler;
+ * or was never started), and the new expiry is then kept for the next async_wait(). Between a move
+ * and the expiry there is one winner: a move that returns true has prevented the old expiry. So, as
+ * with Asio's timers, a handler that gets success checks expiry() against the clock: a move after
+ * the expiry fired, before the handler ran, calls for another async_wait().
  *
  * Pushing the expiry later (the idle-timeout case, on every message) is one compare-and-swap on
  * a word inside the deadline object, which touches no other memory: the queue entry stays put,
@@ -40,7 +41,8 @@ namespace sched {
  * basic_scheduler) finds the new one and puts the entry back at it, once, however many times it
  * was pushed; with it, the entries right behind it (due within 10 ms) of deadlines pushed back
  * too, so that they do not each wake a thread. Pulling it earlier moves the entry in place, in
- * O(log n).
+ * O(log n); if a thread has just taken the entry out to put it back at a pushed expiry, the call
+ * waits (yielding) until that thread has.
  *
  * The wait's handler completes through its associated executor (the deadline's executor by
  * default) with success when the expiry passes, `operation_aborted` if cancelled (cancel(), the
@@ -170,7 +172,8 @@ public:
     /// Cancels the armed wait: its handler completes with `operation_aborted`.
     /** @returns true if it prevented the expiry; false if no wait was armed (as armed() says:
         once the expiry has fired, even while its completion is only beginning, the handler
-        gets success, and a move or a cancel reports false). */
+        gets success, unless a shutdown that ends delayed tasks comes before its run starts
+        (sched::error::shutdown, see docs/asio.md), and a move or a cancel reports false). */
     bool cancel() noexcept { return wait_ && wait_->cancel_unless_fired(); }
 
     /// Arms the deadline: completes when the expiry passes.
