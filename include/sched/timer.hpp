@@ -79,7 +79,8 @@ public:
  * cancel() ends the timer: the tasks still queued are cancelled (their state says so) and never
  * run, a run under way finishes (cancel() waits for it, unless called by that run), and
  * scheduling afterwards throws sched::timer_cancelled. The destructor cancels the timer and
- * waits for a run under way, unless called by that run: a task may destroy its own timer.
+ * waits for a run under way, unless called by that run: a task may destroy its own timer, but a
+ * run must not wait for another thread that cancels or destroys it (see cancel()).
  *
  * A process forked while a timer exists gets none of its thread: the child must not use or
  * destroy that timer (a task scheduled there would never run, nor be cancelled), so a child of
@@ -141,10 +142,12 @@ public:
     }
 
     /// Runs @p task once, at @p time (at once if it has passed).
+    /** @throws sched::timer_cancelled; sched::task_already_scheduled. */
     void schedule(const task_type& task, time_point time) { queue(task, time, std::nullopt); }
 
     /// Runs @p task once, at the wall-clock @p time (converted to @p Clock now; at once if it
     /// has passed, even before the epoch, which Java's Timer refuses).
+    /** @throws sched::timer_cancelled; sched::task_already_scheduled. */
     void schedule(const task_type& task, std::chrono::system_clock::time_point time) requires(
         !std::is_same_v<Clock, std::chrono::system_clock>)
     {
@@ -170,6 +173,8 @@ public:
     }
 
     /// As above, first at @p first (at once if it has passed).
+    /** @throws std::invalid_argument if @p period is not positive or @p options do not fit;
+     *  sched::timer_cancelled; sched::task_already_scheduled. */
     template <class Rep, class Period>
     void schedule(const task_type& task,
                   time_point first,
@@ -180,6 +185,8 @@ public:
     }
 
     /// As above, first at the wall-clock time @p first.
+    /** @throws std::invalid_argument if @p period is not positive or @p options do not fit;
+     *  sched::timer_cancelled; sched::task_already_scheduled. */
     template <class Rep, class Period>
     void schedule(const task_type& task,
                   std::chrono::system_clock::time_point first,
@@ -206,6 +213,8 @@ public:
 
     /// As above, first at @p first: if that has passed, the runs missed since happen at once (as
     /// the missed-tick policy says: by default all of them, so not from a time long past).
+    /** @throws std::invalid_argument if @p period is not positive or the jitter is larger than
+     *  the period; sched::timer_cancelled; sched::task_already_scheduled. */
     template <class Rep, class Period>
     void schedule_at_fixed_rate(const task_type& task,
                                 time_point first,
@@ -218,6 +227,8 @@ public:
     }
 
     /// As above, first at the wall-clock time @p first.
+    /** @throws std::invalid_argument if @p period is not positive or the jitter is larger than
+     *  the period; sched::timer_cancelled; sched::task_already_scheduled. */
     template <class Rep, class Period>
     void schedule_at_fixed_rate(const task_type& task,
                                 std::chrono::system_clock::time_point first,
@@ -232,7 +243,9 @@ public:
     /// run under way finishes, later schedule calls throw sched::timer_cancelled. Returns once
     /// that run has finished, unless called from it (that run is then the last); so does a call
     /// made meanwhile from another thread. Calling it again does nothing. (Java's returns at once:
-    /// two timers whose runs cancel each other at the same time wait for each other for ever.)
+    /// here a run must not wait for a thread that cancels or destroys its timer, such as the run
+    /// of another timer that cancels this one while this run cancels that timer: each would wait
+    /// for the other for ever.)
     void cancel() noexcept
     {
         node_type* left = nullptr;

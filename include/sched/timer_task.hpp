@@ -27,8 +27,11 @@ class basic_timer;
 /// sched::task_already_scheduled.
 /**
  * The callable is destroyed once the task will not run again (a one-shot task ran, a periodic one
- * ended, or a cancelled task left its timer's queue), on the thread where that happened, even
- * while copies of the task remain: a callable may hold a copy of its own task, to cancel it.
+ * ended, a cancelled task left its timer's queue, or a task was cancelled before it was
+ * scheduled), on the thread where that happened, even while copies of the task remain: a callable
+ * may hold a copy of its own task, to cancel it. Such a task keeps itself alive until then, so
+ * one that will not be scheduled after all (say, its schedule call threw) must be cancelled, or
+ * its callable is never destroyed.
  *
  * @par Thread safety
  * Distinct objects: Safe. Shared objects: cancel(), state() and scheduled_execution_time() may be
