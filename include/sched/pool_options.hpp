@@ -24,7 +24,8 @@ enum class rejection_policy
     /// Throw sched::rejected_execution (code sched::error::shutdown); nothing is scheduled.
     abort,
     /// Run the task on the calling thread before the scheduling call returns, ignoring its delay;
-    /// a periodic task runs once and then ends cancelled. (Java's CallerRunsPolicy discards a
+    /// a periodic task runs once and then ends cancelled (or with its exception, if that run
+    /// throws and its failure policy stops it). (Java's CallerRunsPolicy discards a
     /// task once the pool is shut down; this one runs it.) A task that the pool refuses while the
     /// calling thread runs one of its tasks so (a task that schedules itself again) is
     /// discarded, as with `discard`: run inside that run, it would recurse without end. Another

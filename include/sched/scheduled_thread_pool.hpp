@@ -237,7 +237,8 @@ public:
      * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
      * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
      * see await_termination(). Calling it again has no effect, unless the last call threw: then
-     * it drops what that one could not.
+     * it drops what that one could not. (A second call made while the first is still dropping
+     * returns at once: only the first returns once every dropped future has been told.)
      *
      * The executor still accepts functions, which run whatever the policies say: they continue
      * work the pool accepted. The pool terminates once no task, executor function or tracked
@@ -274,12 +275,14 @@ public:
     /// returned), the shutdown() and shutdown_now() calls made until then having returned (so
     /// that a waiter may then destroy the pool). A worker's thread may still be ending, its
     /// thread_local destructors running, until the destructor joins it, as in Java. Once true,
-    /// it stays true.
+    /// it stays true. A scheduling call that runs its task on its caller
+    /// (rejection_policy::caller_runs) is not waited for: as for any call on the pool, the pool
+    /// must outlive it.
     bool is_terminated() const noexcept;
 
     /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (or
-    /// from what a task's destruction runs inside shutdown()), it never returns, as in Java: that
-    /// thread keeps the pool from terminating.
+    /// from what a task's destruction runs inside shutdown(), shutdown_now() or the destructor),
+    /// it never returns, as in Java: that thread keeps the pool from terminating.
     void await_termination();
 
     /// Blocks until the pool has terminated or @p timeout of real time passes (never, within
