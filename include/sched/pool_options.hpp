@@ -31,7 +31,8 @@ enum class rejection_policy
     /// discarded, as with `discard`: run inside that run, it would recurse without end. Another
     /// pool's refused task still runs there. Its std::stop_token, if it takes one, is not told
     /// when the pool stops: the pool is already shut down, and (as in Java, whose shutdownNow()
-    /// interrupts only the workers) the calling thread is not the pool's.
+    /// interrupts only the workers) the calling thread is not the pool's. The pool does not
+    /// terminate while such a run goes on.
     caller_runs,
     /// Do not run the task; the returned future reports it cancelled.
     discard,

@@ -275,14 +275,16 @@ public:
     /// returned), the shutdown() and shutdown_now() calls made until then having returned (so
     /// that a waiter may then destroy the pool). A worker's thread may still be ending, its
     /// thread_local destructors running, until the destructor joins it, as in Java. Once true,
-    /// it stays true. A scheduling call that runs its task on its caller
-    /// (rejection_policy::caller_runs) is not waited for: as for any call on the pool, the pool
-    /// must outlive it.
+    /// it stays true. A task that a scheduling call runs on its caller
+    /// (rejection_policy::caller_runs) holds termination off in the same way, from the start of
+    /// its run until the call is done with the pool; a call made once the pool has terminated
+    /// must, as any call, not overlap its destruction.
     bool is_terminated() const noexcept;
 
-    /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (or
-    /// from what a task's destruction runs inside shutdown(), shutdown_now() or the destructor),
-    /// it never returns, as in Java: that thread keeps the pool from terminating.
+    /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (a
+    /// task run on its caller by rejection_policy::caller_runs among them), or from what a
+    /// task's destruction runs inside shutdown(), shutdown_now() or the destructor, it never
+    /// returns, as in Java: that thread keeps the pool from terminating.
     void await_termination();
 
     /// Blocks until the pool has terminated or @p timeout of real time passes (never, within

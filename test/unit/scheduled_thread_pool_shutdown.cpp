@@ -443,6 +443,41 @@ BOOST_AUTO_TEST_CASE(what_a_caller_run_task_throws_reaches_the_error_sink)
     BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
 }
 
+// A task run on its caller holds termination off as a worker's run does, until the call is done
+// with the pool (here, reporting what the task threw): a waiter may then destroy the pool.
+// Before, the pool terminated as its worker left, and the caller's run went on to read the
+// destroyed pool (a review's finding; ASan saw it).
+BOOST_AUTO_TEST_CASE(the_pool_terminates_only_once_a_caller_run_has_ended,
+                     *boost::unit_test::timeout(60))
+{
+    error_log errors;
+    sched::pool_options options = single_worker();
+    options.rejection = sched::rejection_policy::caller_runs;
+    options.error_sink = errors.sink();
+    auto pool = std::make_unique<manual_pool>(options);
+    sched::test::occupied_worker running(*pool);
+    pool->shutdown();
+    gate go_on;
+    counter started;
+    auto caller = std::async(std::launch::async, [&] {
+        pool->execute([&] {
+            started.increment();
+            go_on.wait();
+            throw std::runtime_error("reported after the run");
+        });
+    });
+    BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
+    running.release();
+    running.task().get(); // the worker's last task: it may go, the pool not terminate
+    BOOST_TEST(!pool->await_termination(200ms));
+    go_on.open();
+    BOOST_TEST_REQUIRE(pool->await_termination(60s));
+    pool.reset();
+    caller.get();
+    const std::vector<std::string> expected{"reported after the run"};
+    BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
 BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
                        the_discard_policies_return_a_cancelled_future_after_shutdown,
                        boost::unit_test::data::make({sched::rejection_policy::discard,

@@ -443,6 +443,9 @@ void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
             return;
         }
     }
+    // Like a worker's run, this one keeps the pool from terminating until it is done with the
+    // pool: a waiter may destroy it as soon as it has terminated.
+    const termination_hold hold(*this);
     const caller_run here{this, running};
     running = &here;
     const detail::run_outcome outcome = t->run(std::stop_token());
