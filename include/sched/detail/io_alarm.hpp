@@ -91,11 +91,15 @@ public:
         std::lock_guard lock(timers_mutex_);
         const time_point soon = saturating_add(
             time_point(duration(woke_.load(std::memory_order_relaxed))), early_wake_horizon);
+        // A timer that would wake before `due`, soon, for nothing: it is moved or stopped.
+        const auto wakes_for_nothing = [&](const timer& t) noexcept {
+            return t.at < due && t.at < soon;
+        };
         try
         {
             timer* lead = waiting_by(due);
-            if (lead && lead->at < due && lead->at < soon)
-                lead = nullptr; // it would wake for nothing, soon: it moves
+            if (lead && wakes_for_nothing(*lead))
+                lead = nullptr; // it moves
             if (!lead)
             {
                 // The idle one, or the one that waits for the later time.
@@ -109,9 +113,9 @@ public:
             const bool get_ready = then != time_point::max() && then > due && then >= soon;
             // Moving a waiting timer ends its wait, which the io_context then completes as a
             // handler of its own, for nothing: only one that waits past what is needed now, or
-            // that would wake before the lead, soon, for nothing.
-            const bool stale = other.waiting() && (other.at > (get_ready ? then : due) ||
-                                                   (other.at < due && other.at < soon));
+            // that would wake for nothing before the lead.
+            const bool stale = other.waiting() &&
+                               (other.at > (get_ready ? then : due) || wakes_for_nothing(other));
             if (get_ready && (stale || !other.waiting()))
                 other.wait(this, then);
             else if (stale)
@@ -417,7 +421,7 @@ private:
     std::atomic<std::uint64_t> handed_on_{0};
     std::atomic<bool> taker_queued_{false}; // a taker is queued and has not started
     // When a thread of the io_context last ran the alarm (the clock's count): lead_until() judges
-    // "soon" from it (a reading that is late only errs towards keeping a timer).
+    // "soon" from it (a reading that is old only errs towards keeping a timer).
     std::atomic<typename duration::rep> woke_{0};
 };
 
