@@ -32,7 +32,7 @@ enum class rejection_policy
     /// pool's refused task still runs there. Its std::stop_token, if it takes one, is not told
     /// when the pool stops: the pool is already shut down, and (as in Java, whose shutdownNow()
     /// interrupts only the workers) the calling thread is not the pool's. The pool does not
-    /// terminate while such a run goes on.
+    /// terminate before such a call returns (see basic_scheduled_thread_pool::is_terminated()).
     caller_runs,
     /// Do not run the task; the returned future reports it cancelled.
     discard,

@@ -275,16 +275,17 @@ public:
     /// returned), the shutdown() and shutdown_now() calls made until then having returned (so
     /// that a waiter may then destroy the pool). A worker's thread may still be ending, its
     /// thread_local destructors running, until the destructor joins it, as in Java. Once true,
-    /// it stays true. A task that a scheduling call runs on its caller
-    /// (rejection_policy::caller_runs) holds termination off in the same way, from the start of
-    /// its run until the call is done with the pool; a call made once the pool has terminated
-    /// must, as any call, not overlap its destruction.
+    /// it stays true. A scheduling call (schedule, submit, execute, the periodic ones) made once
+    /// is_shutdown() is true holds termination off in the same way until it returns, a task it
+    /// runs on its caller (rejection_policy::caller_runs) included. A call still under way as
+    /// shutdown() is called must, as any call, not overlap the pool's destruction.
     bool is_terminated() const noexcept;
 
-    /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks (a
-    /// task run on its caller by rejection_policy::caller_runs among them), or from what a
-    /// task's destruction runs inside shutdown(), shutdown_now() or the destructor, it never
-    /// returns, as in Java: that thread keeps the pool from terminating.
+    /// Blocks until the pool has terminated. Called from one of the pool's tasks or hooks, from
+    /// inside a scheduling call made after shutdown (a task run on its caller by
+    /// rejection_policy::caller_runs, say), or from what a task's destruction runs inside
+    /// shutdown(), shutdown_now() or the destructor, it never returns, as in Java: that thread
+    /// keeps the pool from terminating.
     void await_termination();
 
     /// Blocks until the pool has terminated or @p timeout of real time passes (never, within
@@ -417,20 +418,28 @@ private:
     std::stop_source become_idle() noexcept;
 
     // Keeps the pool from terminating while it lives: a shutdown call under way, which touches
-    // the pool until it returns (Java's tryTerminate waits for its mainLock likewise).
+    // the pool until it returns (Java's tryTerminate waits for its mainLock likewise), or a
+    // scheduling call made once the pool is shut down (see is_terminated()).
     class termination_hold
     {
     public:
-        explicit termination_hold(basic_scheduled_thread_pool& pool) noexcept : pool_(pool)
+        // Holds it off if `holds`; else does nothing.
+        explicit termination_hold(basic_scheduled_thread_pool& pool, bool holds = true) noexcept
+            : pool_(holds ? &pool : nullptr)
         {
-            pool_.termination_holds_.fetch_add(1);
+            if (pool_)
+                pool_->termination_holds_.fetch_add(1);
         }
         termination_hold(const termination_hold&) = delete;
         termination_hold& operator=(const termination_hold&) = delete;
-        ~termination_hold() { pool_.release_termination(); }
+        ~termination_hold()
+        {
+            if (pool_)
+                pool_->release_termination();
+        }
 
     private:
-        basic_scheduled_thread_pool& pool_;
+        basic_scheduled_thread_pool* pool_;
     };
     // Stops the workers, cancels every task still queued, waits for the workers, then lets go of
     // everything that names the pool: the destructor's work, and the constructor's when a worker

@@ -6,6 +6,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -51,6 +52,23 @@ int wait_for_stop(std::stop_token stop, counter& started)
     std::unique_lock lock(mutex);
     never.wait(lock, stop, [] { return false; });
     return stop.stop_requested() ? 1 : 0;
+}
+
+// With a call on the shut-down pool held up until `go_on` opens, lets the busy worker's last task
+// end: the pool must not terminate until the call is let go, and may be destroyed as soon as it
+// has, before the call's thread is joined.
+void expect_termination_after_the_call(std::unique_ptr<manual_pool>& pool,
+                                       sched::test::occupied_worker<manual_pool>& running,
+                                       gate& go_on,
+                                       std::future<void>& caller)
+{
+    running.release();
+    running.task().get(); // the worker's last task: it may go, the pool not terminate
+    BOOST_TEST(!pool->await_termination(200ms));
+    go_on.open();
+    BOOST_TEST_REQUIRE(pool->await_termination(60s));
+    pool.reset();
+    caller.get();
 }
 
 } // namespace
@@ -446,7 +464,8 @@ BOOST_AUTO_TEST_CASE(what_a_caller_run_task_throws_reaches_the_error_sink)
 // A task run on its caller holds termination off as a worker's run does, until the call is done
 // with the pool (here, reporting what the task threw): a waiter may then destroy the pool.
 // Before, the pool terminated as its worker left, and the caller's run went on to read the
-// destroyed pool (a review's finding; ASan saw it).
+// destroyed pool (a review's finding; ASan saw it). The next test holds the call up before the
+// run.
 BOOST_AUTO_TEST_CASE(the_pool_terminates_only_once_a_caller_run_has_ended,
                      *boost::unit_test::timeout(60))
 {
@@ -467,15 +486,43 @@ BOOST_AUTO_TEST_CASE(the_pool_terminates_only_once_a_caller_run_has_ended,
         });
     });
     BOOST_TEST_REQUIRE(started.wait_for_at_least(1));
-    running.release();
-    running.task().get(); // the worker's last task: it may go, the pool not terminate
-    BOOST_TEST(!pool->await_termination(200ms));
-    go_on.open();
-    BOOST_TEST_REQUIRE(pool->await_termination(60s));
-    pool.reset();
-    caller.get();
+    expect_termination_after_the_call(pool, running, go_on, caller);
     const std::vector<std::string> expected{"reported after the run"};
     BOOST_TEST(errors.snapshot() == expected, boost::test_tools::per_element());
+}
+
+// A scheduling call made after shutdown holds termination off from its start, whatever the policy:
+// here it is held up in its decorate_task hook, before the pool has even made its task. Before,
+// only a caller's run held it off, and a waiter could destroy the pool under such a call (a
+// review's finding; ASan saw the call read the freed queue).
+BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,
+                       a_call_made_after_shutdown_holds_termination_off_until_it_returns,
+                       boost::unit_test::data::make({sched::rejection_policy::caller_runs,
+                                                     sched::rejection_policy::discard}),
+                       policy)
+{
+    gate go_on;
+    counter inside;
+    std::atomic<bool> hold_calls{false};
+    sched::pool_options options = single_worker();
+    options.rejection = policy;
+    options.decorate_task = [&]() -> sched::task_wrapper {
+        if (hold_calls.load())
+        {
+            inside.increment();
+            go_on.wait();
+        }
+        return nullptr;
+    };
+    auto pool = std::make_unique<manual_pool>(options);
+    sched::test::occupied_worker running(*pool);
+    pool->shutdown();
+    hold_calls.store(true);
+    counter ran;
+    auto caller = std::async(std::launch::async, [&] { pool->execute([&] { ran.increment(); }); });
+    BOOST_TEST_REQUIRE(inside.wait_for_at_least(1));
+    expect_termination_after_the_call(pool, running, go_on, caller);
+    BOOST_TEST(ran.value() == (policy == sched::rejection_policy::caller_runs ? 1 : 0));
 }
 
 BOOST_DATA_TEST_CASE_F(sched::test::pool_fixture,

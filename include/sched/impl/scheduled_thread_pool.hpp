@@ -130,6 +130,7 @@ auto basic_scheduled_thread_pool<Clock>::schedule_at(time_point due, F&& f)
     -> future_type<detail::task_result_t<F>>
 {
     detail::check_not_empty(f);
+    const termination_hold hold(*this, is_shutdown()); // first: see is_terminated()
     return make_and_queue<detail::task_result_t<F>, false>(
         std::forward<F>(f), due, detail::period_kind::one_shot, detail::no_schedule{});
 }
@@ -172,6 +173,7 @@ auto basic_scheduled_thread_pool<Clock>::make_periodic(
     static_assert(std::is_void_v<detail::periodic_result_t<F, basic_tick<Clock>>>,
                   "a periodic task returns void");
     detail::check_not_empty(f);
+    const termination_hold hold(*this, is_shutdown()); // first: see is_terminated()
     detail::periodic_schedule<Clock> schedule(kind, detail::checked_period<duration>(period),
                                               options, queue_.deliberate_lateness());
     const time_point first = schedule.first_due(detail::due_after<Clock>(initial_delay));
@@ -184,6 +186,7 @@ requires detail::task_body<F>
 void basic_scheduled_thread_pool<Clock>::execute(F&& f)
 {
     detail::check_not_empty(f);
+    const termination_hold hold(*this, is_shutdown()); // first: see is_terminated()
     (void)make_and_queue<detail::task_result_t<F>, false>(std::forward<F>(f), Clock::now(),
                                                           detail::period_kind::one_shot,
                                                           detail::no_schedule{}, true);
@@ -443,9 +446,6 @@ void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
             return;
         }
     }
-    // Like a worker's run, this one keeps the pool from terminating until it is done with the
-    // pool: a waiter may destroy it as soon as it has terminated.
-    const termination_hold hold(*this);
     const caller_run here{this, running};
     running = &here;
     const detail::run_outcome outcome = t->run(std::stop_token());
