@@ -251,8 +251,10 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
     // Armed an hour ahead, then moved to expiries spread over 3 ms from a base well after that
     // move (twice as long after as arming took, a sanitizer's slowness included); the moves
     // under test start in the middle of the spread, so that some expiries come first and some
-    // moves do. A tenth expire 100 ms before the base and a tenth a second after it, so that
-    // both outcomes come even if this thread wakes late on a loaded machine.
+    // moves do. A tenth expire 100 ms before the base, and the moves wait for one of them to
+    // complete; a tenth expire a second after it. So both outcomes come even on a loaded machine
+    // that holds this process up for longer than the spread (once seen in CI, before the moves
+    // waited: every move came first).
     const auto arming = std::chrono::steady_clock::now();
     for (int i = 0; i < deadlines; ++i)
     {
@@ -274,6 +276,21 @@ BOOST_AUTO_TEST_CASE(a_deadline_move_and_its_expiry_have_one_winner,
         BOOST_TEST_REQUIRE(all[static_cast<std::size_t>(i)].expires_at(
             from + std::chrono::microseconds(spread_us(random))));
     }
+    // An expiry comes first (and says how late it came, for a failure's log).
+    const bool one_expired = eventually([&] {
+        for (int i = 0; i < deadlines; i += 10)
+        {
+            if (outcome[static_cast<std::size_t>(i)].load() != 0)
+                return true;
+        }
+        return false;
+    });
+    BOOST_TEST(one_expired);
+    BOOST_TEST_MESSAGE("an early expiry completed "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - (base - 100ms))
+                              .count()
+                       << " ms after the earliest could be due");
     // Push every deadline back by an hour (lazily: the race is with the expiry).
     std::this_thread::sleep_until(base + 1500us);
     std::vector<bool> moved(deadlines);
