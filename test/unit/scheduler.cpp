@@ -23,6 +23,7 @@
 #include <functional>
 #include <latch>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
@@ -1321,6 +1322,36 @@ BOOST_FIXTURE_TEST_CASE(a_long_batch_lets_other_handlers_run_before_its_end,
     expected.push_back(count); // its turn comes after one runner's share
     for (std::size_t i = share; i < count; ++i)
         expected.push_back(i);
+    BOOST_TEST(order == expected, boost::test_tools::per_element());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_batch_of_several_shares_runs_in_order_before_what_was_queued_behind_it,
+                        scheduler_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    // Carried over from runner to runner three times; each runner joins what is left of the
+    // batch and what was queued since (a wait the first handler cancels), in that order.
+    constexpr std::size_t share =
+        sched::detail::completion_queue<sched::detail::scheduler_service<manual_clock>>::share;
+    constexpr std::size_t count = 3 * share + share / 2;
+    std::vector<boost::asio::cancellation_signal> signals(count + 1);
+    std::vector<std::size_t> order; // the waits' indices, count for the one queued behind
+    for (std::size_t i = 0; i <= count; ++i)
+    {
+        scheduler.async_wait(
+            1s, boost::asio::bind_cancellation_slot(signals[i].slot(), [&, i](error_code) {
+                order.push_back(i);
+                if (i == 0)
+                    signals[count].emit(cancellation_type::terminal);
+            }));
+    }
+    boost::asio::post(io, [&] {
+        for (std::size_t i = 0; i < count; ++i)
+            signals[i].emit(cancellation_type::terminal);
+    });
+    run_to_end();
+    std::vector<std::size_t> expected(count + 1);
+    std::iota(expected.begin(), expected.end(), std::size_t{0});
     BOOST_TEST(order == expected, boost::test_tools::per_element());
 }
 

@@ -45,6 +45,14 @@ class completion_queue
         queued_completion* newest;
     };
 
+    // Completions linked oldest first, and the last of them, so that another list joins them in
+    // one step however long they are (a burst of due waits leaves thousands carried over).
+    struct chain
+    {
+        queued_completion* first = nullptr;
+        queued_completion* last = nullptr;
+    };
+
 public:
     // Handlers one runner invokes before it lets the io_context run something else.
     static constexpr std::size_t share = 1024;
@@ -87,13 +95,13 @@ public:
         }
         catch (...)
         {
-            queued_completion* const batch = take_here(outer);
-            before_them(batch != nullptr);
+            const chain batch = take_here(outer);
+            before_them(batch.first != nullptr);
             run_batch(io, batch);
             throw;
         }
-        queued_completion* const batch = take_here(outer);
-        before_them(batch != nullptr);
+        const chain batch = take_here(outer);
+        before_them(batch.first != nullptr);
         run_batch(io, batch);
     }
 
@@ -136,32 +144,32 @@ private:
 
     // Invokes at most `share` completions of `batch` (counts let go of), and carries the rest
     // over; so too if one throws.
-    void run_batch(boost::asio::io_context& io, queued_completion* batch)
+    void run_batch(boost::asio::io_context& io, chain batch)
     {
         struct carry_rest
         {
             completion_queue& queue;
             boost::asio::io_context& io;
-            queued_completion*& batch;
+            chain& rest;
             ~carry_rest()
             {
-                if (batch)
-                    queue.carry_over(io, std::exchange(batch, nullptr));
+                if (rest.first)
+                    queue.carry_over(io, rest);
             }
         } guard{*this, io, batch};
-        for (std::size_t invoked = 0; batch; ++invoked)
+        for (std::size_t invoked = 0; batch.first; ++invoked)
         {
             if (invoked == share)
                 return;
-            queued_completion& c = *batch;
-            batch = c.next_;
+            queued_completion& c = *batch.first;
+            batch.first = c.next_;
             c.action_(c, completion_step::invoke);
         }
     }
 
     // What run_here() collected, oldest first, letting go of the counts they hold; the collecting
     // of a run_here() it is nested in goes on.
-    queued_completion* take_here(collecting outer) noexcept
+    chain take_here(collecting outer) noexcept
     {
         queued_completion* newest_first = std::exchange(here_, outer).newest;
         return oldest_first(newest_first);
@@ -178,14 +186,15 @@ private:
     }
 
     // Every queued completion, oldest first, letting go of the counts they hold.
-    queued_completion* take_queued() noexcept
+    chain take_queued() noexcept
     {
         return oldest_first(head_.exchange(nullptr, std::memory_order_acquire));
     }
 
     // Reverses a list taken from the stack, letting go of the counts it holds.
-    queued_completion* oldest_first(queued_completion* newest_first) noexcept
+    chain oldest_first(queued_completion* newest_first) noexcept
     {
+        queued_completion* const last = newest_first;
         queued_completion* reversed = nullptr;
         std::size_t n = 0;
         while (newest_first)
@@ -198,11 +207,11 @@ private:
         }
         if (n != 0)
             counter_.finished(n);
-        return reversed;
+        return {reversed, last};
     }
 
     // Keeps `rest` (counts let go of) for the next runner to run first, and posts one.
-    void carry_over(boost::asio::io_context& io, queued_completion* rest) noexcept
+    void carry_over(boost::asio::io_context& io, chain rest) noexcept
     {
         {
             std::lock_guard lock(carried_mutex_);
@@ -212,33 +221,32 @@ private:
         post_runner(io);
     }
 
-    queued_completion* take_carried() noexcept
+    chain take_carried() noexcept
     {
         if (!has_carried_.load(std::memory_order_relaxed))
-            return nullptr; // a runner posted by carry_over() will look again under the lock
+            return {}; // a runner posted by carry_over() will look again under the lock
         std::lock_guard lock(carried_mutex_);
         has_carried_.store(false, std::memory_order_relaxed);
-        return std::exchange(carried_, nullptr);
+        return std::exchange(carried_, chain{});
     }
 
-    // `first`, then `second`.
-    static queued_completion* append(queued_completion* first, queued_completion* second) noexcept
+    // `front`, then `back`.
+    static chain append(chain front, chain back) noexcept
     {
-        if (!first)
-            return second;
-        queued_completion* last = first;
-        while (last->next_)
-            last = last->next_;
-        last->next_ = second;
-        return first;
+        if (!front.first)
+            return back;
+        if (!back.first)
+            return front;
+        front.last->next_ = back.first;
+        return {front.first, back.last};
     }
 
-    static void destroy_unrun(queued_completion* batch) noexcept
+    static void destroy_unrun(chain batch) noexcept
     {
-        while (batch)
+        while (batch.first)
         {
-            queued_completion& c = *batch;
-            batch = c.next_;
+            queued_completion& c = *batch.first;
+            batch.first = c.next_;
             c.action_(c, completion_step::abandon);
         }
     }
@@ -249,7 +257,7 @@ private:
     std::atomic<queued_completion*> head_{nullptr};
     atomic_mutex carried_mutex_;
     std::atomic<bool> has_carried_{false}; // whether carried_ may hold any
-    queued_completion* carried_ = nullptr; // guarded by carried_mutex_
+    chain carried_;                        // guarded by carried_mutex_
 };
 
 } // namespace sched::detail
