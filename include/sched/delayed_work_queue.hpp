@@ -154,6 +154,12 @@ public:
 
     protected:
         ~external_leader() = default;
+
+    private:
+        friend class basic_delayed_work_queue;
+        // Under the queue's lock: when it last took a task (a leader working through a backlog
+        // keeps it).
+        time_point took_at_ = time_point::min();
     };
 
     /// Which external leader, if any, waits for @p task when it is at the head; null: the waiting
@@ -327,9 +333,11 @@ public:
 
     /// Lets external leaders wait for heads: whenever the head changes, @p find names the head's
     /// leader, which then sleeps instead of a waiting thread. The waiting threads leave a head to
-    /// its leader until it is @p grace overdue (beyond the slack: see set_slack()), and then take
-    /// it themselves (one of them wakes for that): a leader that is held up (its io_context is
-    /// not running) delays the tasks behind it by no more. A thread asleep for a later head wakes
+    /// its leader until it is @p grace overdue (beyond the slack: see set_slack()) and the leader
+    /// has taken none for @p grace, and then take it themselves (one of them wakes for that): a
+    /// leader that is held up (its io_context is not running) delays the tasks behind it by no
+    /// more, and one working through a backlog (tasks due together) is left to it, with no
+    /// thread contending for each task. A thread asleep for a later head wakes
     /// for an earlier one at most once per ten graces (heads that move earlier over and over do
     /// not wake it each time), so a head that arrives within those may wait until they end. With
     /// a far tier, a leader waits for the first task behind the tier's marker (see
@@ -868,13 +876,14 @@ private:
     {
         return spin_ != duration::zero() && head.task() != &marker_ && now >= wake_time_of(head);
     }
-    // When the waiting threads stop leaving a head due at `due` to its external leader: the
-    // grace after the latest its leader may be asked to wake for it (the slack after it is due;
-    // with a spin, when it is due).
+    // Under the lock, while external_ leads: when the waiting threads stop leaving a head due at
+    // `due` to it: the grace after the latest it may be asked to wake for it (the slack after it
+    // is due; with a spin, when it is due), or after its last take, whichever is later.
     time_point leader_deadline(time_point due) const noexcept
     {
-        return detail::saturating_add(
+        const time_point woken = detail::saturating_add(
             spin_ == duration::zero() ? detail::saturating_add(due, slack_) : due, grace_);
+        return std::max(woken, detail::saturating_add(external_->took_at_, grace_));
     }
     // Under the lock, while an external leader leads: when the backup wakes, to take the head
     // once it is overdue by the grace, or to move the far tier's marker in front of the led head

@@ -1236,6 +1236,31 @@ BOOST_FIXTURE_TEST_CASE(takers_leave_a_led_head_to_its_leader_until_it_is_overdu
     BOOST_TEST(taker.get() == 2);
 }
 
+BOOST_FIXTURE_TEST_CASE(takers_leave_a_backlog_to_a_leader_that_keeps_taking,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    // Three led tasks due together; the grace is 1 s. Each is overdue by more than the grace
+    // before the leader takes it, but the leader took one less than a grace before.
+    for (int id = 1; id <= 3; ++id)
+        queue.push(make(id), 10s);
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked());
+    std::uint64_t sleeps = taker.sleeps();
+    manual_clock::advance(10500ms);
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1); // at 10.5 s
+    sleeps = taker.sleeps();
+    manual_clock::advance(900ms); // 11.4 s: the leader took one 0.9 s ago
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 2); // at 11.4 s
+    sleeps = taker.sleeps();
+    manual_clock::advance(900ms); // 12.3 s
+    BOOST_TEST_REQUIRE(taker.wait_until_blocked(sleeps));
+    manual_clock::advance(100ms); // 12.4 s: the leader has taken none for the grace
+    BOOST_TEST(taker.get() == 3);
+}
+
 BOOST_FIXTURE_TEST_CASE(with_a_slack_takers_leave_a_led_head_for_the_slack_and_the_grace,
                         led_queue_fixture,
                         *boost::unit_test::timeout(60))

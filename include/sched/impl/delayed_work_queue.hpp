@@ -602,6 +602,7 @@ auto basic_delayed_work_queue<Clock>::take_led(external_leader& leader,
     const bool leads_head = head && leader_of(*head) == &leader;
     if (leads_head && head == &heap_.front() && is_due(head->due, now))
     {
+        leader.took_at_ = now;
         node* const taken = take_front(on_take);
         if (poll)
             poll->polling = was_polling;
