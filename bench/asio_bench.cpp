@@ -105,6 +105,11 @@
 //   lateness p99 of those and of the rest: the first come while the benchmark thread contends
 //   with the io threads for the queue, as a server's own threads would).
 //
+// W3 burst (rows W3_burst/sched and W3_burst/asio): as W3, but the --burst_timers timers all fall
+// due within --burst_spread_us (uniform), --burst_after_ms after the first is armed (a server
+// whose connections all time out together): how soon the first handler runs (min_us) and the
+// last (max_us) show how fast each contestant fires a backlog.
+//
 // Sizes are flags (see --help): --p, --m, --n, --resets, --timers, --window_ms, --rounds,
 // --chunk, --threads; --lateness_out=DIR writes W3's lateness CDFs for the plots, one file a
 // repetition (DIR/w3_<contestant>.K.dat, and counter cdf_index = K). Run several times
@@ -161,6 +166,9 @@ std::string lateness_out;
 
 // W3_lateness/sched_spin's pool_options::spin_before_due (--spin_us).
 std::chrono::microseconds spin{0};
+
+// W3_burst: the span its timers fall due within (--burst_spread_us).
+std::chrono::microseconds burst_spread{0};
 
 // ----- handlers that count
 // ------------------------------------------------------------------------
@@ -1020,13 +1028,16 @@ const char* w3_name(std::int64_t contestant)
                                              : "w3_sched_spin";
 }
 
-// range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = a w3_contestant.
+// range(0) = T, range(1) = window in ms, range(2) = threads, range(3) = a w3_contestant,
+// range(4) = burst: 0, each timer due a random delay within the window after it is armed; 1, all
+// due within burst_spread of the window's end (the window counted from the first arm).
 void w3_lateness(benchmark::State& state)
 {
     const auto timers = static_cast<std::size_t>(state.range(0));
     const std::chrono::milliseconds window(state.range(1));
     const auto threads = static_cast<std::size_t>(state.range(2));
     const std::int64_t contestant = state.range(3);
+    const bool burst = state.range(4) != 0;
     const bool use_sched = contestant != w3_asio;
     sched::pool_options options;
     options.threads = threads;
@@ -1047,11 +1058,11 @@ void w3_lateness(benchmark::State& state)
         bench::rng rng(3);
         std::vector<clock_type::duration> delay(timers);
         for (clock_type::duration& d : delay)
-            d = rng.uniform(0ns, window);
+            d = rng.uniform(0ns, burst ? std::chrono::nanoseconds(burst_spread) : window);
         const clock_type::time_point armed_from = clock_type::now();
         for (std::size_t i = 0; i < timers; ++i)
         {
-            run.due[i] = clock_type::now() + delay[i];
+            run.due[i] = (burst ? armed_from + window : clock_type::now()) + delay[i];
             const lateness_handler handler{&run, static_cast<std::uint32_t>(i)};
             if (use_sched)
                 scheduler.async_wait(run.due[i], handler);
@@ -1106,7 +1117,9 @@ void w3_lateness(benchmark::State& state)
             std::chrono::duration<double, std::milli>(run.last_ran - armed_from).count();
         state.counters["spin_us"] =
             std::chrono::duration<double, std::micro>(options.spin_before_due).count();
-        if (!lateness_out.empty() &&
+        if (burst)
+            state.counters["spread_us"] = static_cast<double>(burst_spread.count());
+        if (!burst && !lateness_out.empty() &&
             !bench::write_run_cdf(state, lateness_out, w3_name(contestant), sorted))
             state.SkipWithError("W3: cannot write the lateness CDF to --lateness_out");
         if (early != 0 || run.errors != 0)
@@ -1136,6 +1149,9 @@ int main(int argc, char** argv)
         {"threads", "2", "W3 threads running the io_context (and the pool's workers)"},
         {"lateness_out", "", "W3: a folder to write each contestant's lateness CDF into"},
         {"spin_us", "200", "W3_lateness/sched_spin's pool_options::spin_before_due, in µs"},
+        {"burst_timers", "100k", "W3_burst: timers, all due together"},
+        {"burst_spread_us", "1000", "W3_burst: the span they fall due within, in µs"},
+        {"burst_after_ms", "1000", "W3_burst: when they are due, in ms after the first is armed"},
     });
     flags.parse(argc, argv);
     const std::int64_t p = flags.size("p");
@@ -1150,9 +1166,12 @@ int main(int argc, char** argv)
     const std::int64_t timers = flags.size("timers");
     const std::int64_t window_ms = flags.size("window_ms");
     const std::int64_t threads = flags.size("threads");
+    const std::int64_t burst_timers = flags.size("burst_timers");
+    const std::int64_t burst_after_ms = flags.size("burst_after_ms");
     chunk_ops = flags.size("chunk");
     lateness_out = flags.text("lateness_out");
     spin = std::chrono::microseconds(flags.size("spin_us"));
+    burst_spread = std::chrono::microseconds(flags.size("burst_spread_us"));
 
     benchmark::RegisterBenchmark("W1_churn_asio_front", w1_churn)
         ->Args({p, m, rounds, sizeof(counted_handler)})
@@ -1188,8 +1207,18 @@ int main(int argc, char** argv)
                     std::pair{"W3_lateness/asio", w3_asio}})
     {
         benchmark::RegisterBenchmark(name, w3_lateness)
-            ->Args({timers, window_ms, threads, contestant})
-            ->ArgNames({"T", "window_ms", "threads", "contestant"})
+            ->Args({timers, window_ms, threads, contestant, 0})
+            ->ArgNames({"T", "window_ms", "threads", "contestant", "burst"})
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+    for (const auto& [name, contestant] :
+         std::array{std::pair{"W3_burst/sched", w3_sched}, std::pair{"W3_burst/asio", w3_asio}})
+    {
+        benchmark::RegisterBenchmark(name, w3_lateness)
+            ->Args({burst_timers, burst_after_ms, threads, contestant, 1})
+            ->ArgNames({"T", "window_ms", "threads", "contestant", "burst"})
             ->Iterations(1)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);

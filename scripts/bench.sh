@@ -39,7 +39,8 @@ if [ -n "${QUICK:-}" ]; then
     repetitions=1
     queue_sizes=(--p=10k,100k --m=200k --n=100k --pop_p=100k)
     pool_sizes=(--p=10k,100k --p2=100k --m=200k --n=100k)
-    asio_sizes=(--p=100k --m=200k --n=100k --resets=200k --steady_s=1 --timers=20k --window_ms=500)
+    asio_sizes=(--p=100k --m=200k --n=100k --resets=200k --steady_s=1 --timers=20k --window_ms=500
+        --burst_timers=20k --burst_after_ms=200)
     periodic_sizes=(--items=1000 --seconds=1)
     floor_sizes=(--wakeups=2k)
 else

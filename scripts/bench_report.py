@@ -425,6 +425,23 @@ def asio_section(r, rows, results, img, floor_cdfs, repetitions):
                                       (cdf_file(p, "w3_sched_spin"), "sched, spin"),
                                       (cdf_file(a, "w3_asio"), "steady\\_timer")] + floor_cdfs,
                  "W3: one-shot timers", repetitions)
+    bs = find(rows, "W3_burst/sched")
+    ba = find(rows, "W3_burst/asio")
+    if bs and ba:
+        r.add("### W3 burst: timers due together (`sched_asio_bench`), two threads", "")
+        r.add(f"One thread arms {si(int(args_of(ba)['T']))} timers, all due within "
+              f"{ba['spread_us']:,.0f} µs, {int(args_of(ba)['window_ms'])} ms after the first is "
+              "armed (a server whose connections all time out together); two threads run the "
+              "`io_context`. The first handler's lateness and the last's: how fast each fires a "
+              "backlog. No target; sched with its defaults.", "")
+        table = [[label, num(bs[key], 0), num(ba[key], 0),
+                  ratio(bs[key] / ba[key] if ba[key] else None)]
+                 for label, key in (("first handler, µs late", "min_us"),
+                                    ("p50 µs", "p50_us"), ("p99 µs", "p99_us"),
+                                    ("last handler, µs late", "max_us"),
+                                    ("fired early", "early"))]
+        r.table(["W3 burst", "sched `async_wait`", "steady_timer", "sched ÷ steady_timer"],
+                table)
 
 
 def periodic_section(r, rows, results, img, floor_cdfs, repetitions):
