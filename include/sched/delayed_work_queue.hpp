@@ -333,11 +333,12 @@ public:
 
     /// Lets external leaders wait for heads: whenever the head changes, @p find names the head's
     /// leader, which then sleeps instead of a waiting thread. The waiting threads leave a head to
-    /// its leader until it is @p grace overdue (beyond the slack: see set_slack()) and the leader
-    /// has taken none for @p grace, and then take it themselves (one of them wakes for that): a
-    /// leader that is held up (its io_context is not running) delays the tasks behind it by no
-    /// more, and one working through a backlog (tasks due together) is left to it, with no
-    /// thread contending for each task. A thread asleep for a later head wakes
+    /// its leader until it is @p grace overdue (beyond the slack: see set_slack()) and, while the
+    /// leader has kept the lead, it has taken none for @p grace (ten graces overdue at most), and
+    /// then take it themselves (one of them wakes for that): a leader that is held up (its
+    /// io_context is not running) delays the tasks behind it by no more, and one working through
+    /// a backlog (tasks due together) is left to it, with no thread contending for each task. A
+    /// thread asleep for a later head wakes
     /// for an earlier one at most once per ten graces (heads that move earlier over and over do
     /// not wake it each time), so a head that arrives within those may wait until they end. With
     /// a far tier, a leader waits for the first task behind the tier's marker (see
@@ -878,12 +879,15 @@ private:
     }
     // Under the lock, while external_ leads: when the waiting threads stop leaving a head due at
     // `due` to it: the grace after the latest it may be asked to wake for it (the slack after it
-    // is due; with a spin, when it is due), or after its last take, whichever is later.
+    // is due; with a spin, when it is due), or after its last take while it has kept the lead,
+    // whichever is later; but no more than ten graces later than the first (a leader that takes
+    // slowly, a hook holding up each take, is helped all the same).
     time_point leader_deadline(time_point due) const noexcept
     {
         const time_point woken = detail::saturating_add(
             spin_ == duration::zero() ? detail::saturating_add(due, slack_) : due, grace_);
-        return std::max(woken, detail::saturating_add(external_->took_at_, grace_));
+        const time_point taking = detail::saturating_add(external_->took_at_, grace_);
+        return std::max(woken, std::min(taking, detail::saturating_add(woken, hurry_interval())));
     }
     // Under the lock, while an external leader leads: when the backup wakes, to take the head
     // once it is overdue by the grace, or to move the far tier's marker in front of the led head

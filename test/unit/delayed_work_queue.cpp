@@ -1261,6 +1261,27 @@ BOOST_FIXTURE_TEST_CASE(takers_leave_a_backlog_to_a_leader_that_keeps_taking,
     BOOST_TEST(taker.get() == 3);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_leader_asked_anew_after_another_head_gets_the_grace_alone,
+                        led_queue_fixture,
+                        *boost::unit_test::timeout(60))
+{
+    // Due together: the leader's 1, nobody's 100, the leader's 2. Once 100 has come between, the
+    // leader is asked anew for 2, and its take of 1 no longer holds the takers off (a review's
+    // finding: heads alternating between leaders, or with pool tasks, each held the takers off
+    // for another grace).
+    queue.push(make(1), 10s);
+    queue.push(make(100), 10s);
+    queue.push(make(2), 10s);
+    manual_clock::advance(10500ms);
+    BOOST_TEST(id_of(queue.take_led(leader, [](node&) noexcept {})) == 1); // at 10.5 s
+    blocking_call taker([&] { return id_of(queue.take()); });
+    BOOST_TEST(taker.get() == 100); // nobody's: taken at once
+    blocking_call second([&] { return id_of(queue.take()); });
+    BOOST_TEST_REQUIRE(second.wait_until_blocked()); // the leader's until 11 s
+    manual_clock::advance(500ms);                    // 11 s: overdue by the grace
+    BOOST_TEST(second.get() == 2);
+}
+
 BOOST_FIXTURE_TEST_CASE(with_a_slack_takers_leave_a_led_head_for_the_slack_and_the_grace,
                         led_queue_fixture,
                         *boost::unit_test::timeout(60))
