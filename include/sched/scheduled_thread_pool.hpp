@@ -354,9 +354,12 @@ private:
 
     void worker_main(std::size_t index);
     // On the thread of an external leader that has woken (an io_context's): runs the due tasks
-    // it leads, as a worker would; `poll` says whether this thread polls the clock for the next
-    // (see pool_options::spin_before_due and queue_type::take_led()).
-    void run_led(typename queue_type::external_leader& leader, typename queue_type::led_poll& poll);
+    // it leads, as a worker would, `most` of them at most; `poll` says whether this thread polls
+    // the clock for the next (see pool_options::spin_before_due and queue_type::take_led()).
+    // Returns whether it stopped at `most` (more may be due: the leader must take them soon).
+    bool run_led(typename queue_type::external_leader& leader,
+                 typename queue_type::led_poll& poll,
+                 std::size_t most);
     static typename queue_type::external_leader* leader_of(typename queue_type::node& n) noexcept
     {
         return as_task(n).leader();

@@ -306,6 +306,38 @@ BOOST_FIXTURE_TEST_CASE(a_due_wait_completes_on_the_io_context_while_every_worke
     expect_the_alarm_to_complete_a_wait(io, pool);
 }
 
+// Waits due together by the thousand: the alarm takes a runner's share of them, runs their
+// handlers, and takes the rest in turns of their own, so the first handlers do not wait until
+// every wait has been fired. (The worker is busy: only the alarm takes them.)
+BOOST_FIXTURE_TEST_CASE(waits_due_together_run_their_first_handlers_before_the_rest_are_taken,
+                        busy_pool_fixture,
+                        *boost::unit_test::timeout(120))
+{
+    constexpr std::size_t share =
+        sched::detail::completion_queue<sched::detail::scheduler_service<clock_type>>::share;
+    constexpr std::size_t count = 3 * share;
+    boost::asio::io_context io;
+    sched::scheduler scheduler(io, pool);
+    std::size_t ran = 0;
+    std::size_t failed = 0;
+    std::optional<std::size_t> queued_at_first; // the waits still queued as the first ran
+    const clock_type::time_point due = clock_type::now() + 100ms;
+    for (std::size_t i = 0; i < count; ++i)
+    {
+        scheduler.async_wait(due, [&](error_code ec) {
+            if (!queued_at_first)
+                queued_at_first = pool.queue().size();
+            failed += ec ? 1 : 0;
+            ++ran;
+        });
+    }
+    io.run_for(20s); // returns once every wait has completed: nothing else is pending
+    BOOST_TEST(ran == count);
+    BOOST_TEST(failed == 0u);
+    BOOST_TEST_REQUIRE(queued_at_first.has_value());
+    BOOST_TEST(*queued_at_first == count - share);
+}
+
 // On a clock coarser than a millisecond too (the alarm's threshold for waking early, a
 // millisecond, did not convert to its duration: the scheduler did not compile).
 BOOST_AUTO_TEST_CASE(a_wait_on_a_clock_coarser_than_a_millisecond_completes_on_the_io_context,

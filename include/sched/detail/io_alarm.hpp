@@ -278,20 +278,26 @@ private:
 
     // On a thread of the io_context, once woken: runs the due tasks it leads, and the handlers
     // of the waits among them after them, as Asio's timers' would (no other handler and no
-    // other thread has to come first). Then, if this thread is to poll the clock for the next
-    // head (see basic_delayed_work_queue::take_led()), goes on polling, even if a handler threw
-    // (the exception goes on out of the io_context's run()). While the handlers run (they may
-    // take long, and no other thread wakes for a head this one polls for), the polling is handed
-    // on: posted, so that another thread of the io_context may take it; this thread takes it
-    // back if none has by the time they have run.
+    // other thread has to come first). A runner's share of tasks at most: with more due, it goes
+    // on in a turn deferred to the io_context, after those handlers (waits due together by the
+    // thousand have their first handlers run within a share, not once all are fired). Then, if
+    // this thread is to poll the clock for the next head (see
+    // basic_delayed_work_queue::take_led()), goes on polling, even if a handler threw (the
+    // exception goes on out of the io_context's run()). While the handlers run (they may take
+    // long, and no other thread wakes for a head this one polls for), the polling is handed on:
+    // posted, so that another thread of the io_context may take it; this thread takes it back if
+    // none has by the time they have run.
     void run(led_poll poll = {})
     {
         woke_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
         bool ran_led = false;   // the pool was there: `poll` is this turn's
+        bool more = false;      // it stopped at a share: more may be due
         std::uint64_t turn = 0; // the turn handed on while the handlers run, if any
-        const auto take_back = [&]() noexcept {
+        const auto go_on = [&]() noexcept {
             if (turn != 0 && claim(turn))
                 poll_on(poll);
+            else if (more && !poll.polling) // (polling, it goes on as it polls)
+                poll_on(led_poll{false, time_point::min()});
         };
         try
         {
@@ -300,7 +306,7 @@ private:
                 [&] {
                     link_->with_owner([&] {
                         ran_led = true;
-                        pool_access::run_led(*pool_, *this, poll);
+                        more = pool_access::run_led(*pool_, *this, poll, completions::share);
                     });
                 },
                 [&](bool handlers_follow) noexcept {
@@ -314,14 +320,15 @@ private:
         }
         catch (...)
         {
-            take_back();
+            go_on();
             throw;
         }
-        take_back();
+        go_on();
     }
 
-    // Goes on polling in a continuation of this thread's; out of memory, gives the head back to
-    // the queue, which asks its leader (this alarm, most likely) to wake for it again.
+    // Goes on polling (or, not polling, taking what is due) in a continuation of this thread's;
+    // out of memory, gives the head back to the queue, which asks its leader (this alarm, most
+    // likely) to wake for it again.
     void poll_on(const led_poll& poll) noexcept
     {
         try

@@ -77,14 +77,16 @@ struct pool_access
     }
 
     // For an io_context's timer that leads some of the pool's tasks, once it has woken: runs
-    // those that are due on this thread; `poll` says whether this thread polls the clock for the
-    // next (see basic_delayed_work_queue::take_led()).
+    // those that are due on this thread, `most` at most (returns whether it stopped there);
+    // `poll` says whether this thread polls the clock for the next (see
+    // basic_delayed_work_queue::take_led()).
     template <class Clock>
-    static void run_led(basic_scheduled_thread_pool<Clock>& pool,
+    static bool run_led(basic_scheduled_thread_pool<Clock>& pool,
                         typename basic_delayed_work_queue<Clock>::external_leader& leader,
-                        typename basic_delayed_work_queue<Clock>::led_poll& poll)
+                        typename basic_delayed_work_queue<Clock>::led_poll& poll,
+                        std::size_t most)
     {
-        pool.run_led(leader, poll);
+        return pool.run_led(leader, poll, most);
     }
 
     // Calls f() under the queue's lock and makes sure `leader` no longer leads.

@@ -492,18 +492,23 @@ void basic_scheduled_thread_pool<Clock>::release_termination() noexcept
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader,
-                                                 typename queue_type::led_poll& poll)
+bool basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_leader& leader,
+                                                 typename queue_type::led_poll& poll,
+                                                 std::size_t most)
 {
     const auto count_taken = [this](typename queue_type::node& n,
                                     typename queue_type::kept_place place) noexcept {
         taken(as_task(n), place);
     };
-    while (typename queue_type::node* n = queue_.take_led(leader, count_taken, &poll))
+    for (std::size_t ran = 0; ran < most; ++ran)
     {
+        typename queue_type::node* const n = queue_.take_led(leader, count_taken, &poll);
+        if (!n)
+            return false;
         if (run(task_ptr(&as_task(*n), false), std::stop_token()))
             finish_pending();
     }
+    return true;
 }
 
 template <class Clock>
