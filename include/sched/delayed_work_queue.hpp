@@ -338,11 +338,11 @@ public:
     /// then take it themselves (one of them wakes for that): a leader that is held up (its
     /// io_context is not running) delays the tasks behind it by no more, and one working through
     /// a backlog (tasks due together) is left to it, with no thread contending for each task. A
-    /// thread asleep for a later head wakes
-    /// for an earlier one at most once per ten graces (heads that move earlier over and over do
-    /// not wake it each time), so a head that arrives within those may wait until they end. With
-    /// a far tier, a leader waits for the first task behind the tier's marker (see
-    /// set_far_tier()), and a waiting thread wakes for the marker, when it is due.
+    /// thread asleep for a later head wakes for an earlier one at most once per ten graces (heads
+    /// that move earlier over and over do not wake it each time), so a head that arrives within
+    /// those may wait until they end. With a far tier, a leader waits for the first task behind
+    /// the tier's marker (see set_far_tier()), and a waiting thread wakes for the marker, when it
+    /// is due.
     /// Call it before the queue is used. A leader must outlive its leadership: until dismiss() or
     /// the queue's destruction (which steps it down).
     /** @throws std::invalid_argument if @p grace is negative. */

@@ -297,7 +297,7 @@ private:
             if (turn != 0 && claim(turn))
                 poll_on(poll);
             else if (more && !poll.polling) // (polling, it goes on as it polls)
-                poll_on(led_poll{false, time_point::min()});
+                poll_on(poll);
         };
         try
         {

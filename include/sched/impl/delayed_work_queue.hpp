@@ -677,8 +677,8 @@ bool basic_delayed_work_queue<Clock>::elect(bool wake) noexcept
         return true;
     }
     external_ = nullptr;
-    if (want)
-        want->took_at_ = time_point::min(); // asked anew: a backlog it took from has ended
+    if (want && want != was)
+        want->took_at_ = time_point::min(); // it takes the lead: no backlog of its own yet
     const bool led = want && want->lead_until(due, next_wake_time(*head));
     if (was && (was != want || !led))
         was->step_down();

@@ -508,6 +508,7 @@ bool basic_scheduled_thread_pool<Clock>::run_led(typename queue_type::external_l
         if (run(task_ptr(&as_task(*n), false), std::stop_token()))
             finish_pending();
     }
+    poll.until = time_point::min(); // more may be due now: whoever goes on starts at once
     return true;
 }
 
