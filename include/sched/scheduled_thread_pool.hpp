@@ -237,8 +237,11 @@ public:
      * false. Tasks due "never" (time_point::max()) are cancelled, since they would keep the pool
      * from terminating. Cancelled tasks have their futures told. Does not wait for the tasks:
      * see await_termination(). Calling it again has no effect, unless the last call threw: then
-     * it drops what that one could not. (A second call made while the first is still dropping
-     * returns at once: only the first returns once every dropped future has been told.)
+     * it drops what that one could not. Any call, on any thread, returns once every task that it
+     * or another shutdown call under way dropped has been cancelled and destroyed (Java's waits
+     * for the first call's cancellations), except one made from what a dropped task's
+     * destruction runs, which does not wait for the others. So what a dropped task's
+     * destruction runs must not wait for a thread that calls shutdown() or shutdown_now().
      *
      * The executor still accepts functions, which run whatever the policies say: they continue
      * work the pool accepted. The pool terminates once no task, executor function or tracked
@@ -256,7 +259,8 @@ public:
      * (except those a worker still finishing its run executes inline: see pool_executor), and
      * the functions still queued are destroyed unrun before this returns, as an Asio
      * execution context destroys its pending handlers (one may hold the pool's own executor: a
-     * strand's next turn, a coroutine's next step).
+     * strand's next turn, a coroutine's next step). It returns once what another shutdown call
+     * under way dropped has been cancelled and destroyed too, as shutdown() does.
      *
      * @returns The queued tasks that had not ended, in due order (Java's shutdownNow() gives
      * them in no set order, with the cancelled ones still queued), a periodic task's too, though
@@ -351,6 +355,14 @@ private:
     // rejection_policy::caller_runs: runs `t` once on this thread, as a task handle would (a
     // periodic task then ends cancelled), and reports what it throws as a worker would.
     void run_on_caller(task_ptr t) noexcept;
+    struct caller_run_tag; // a detail::thread_scope: this thread runs a task the pool refused
+    struct drop_tag;       // a detail::thread_scope: this thread drops tasks a shutdown took
+    // A shutdown call's drop of the tasks it took out has ended: the calls waiting for it may
+    // return.
+    void end_drop() noexcept;
+    // Waits until no shutdown call is still dropping; at once from inside a drop of this
+    // pool's (what a dropped task's destruction runs), which would otherwise wait for itself.
+    void wait_for_drops();
 
     void worker_main(std::size_t index);
     // On the thread of an external leader that has woken (an io_context's): runs the due tasks
@@ -493,6 +505,11 @@ private:
     // A shutdown() ran out of memory before it dropped what the policies drop: the next call
     // drops it. Guarded by shutdown_mutex_.
     bool drop_owed_ = false;
+    // Shutdown calls that have taken tasks out and are still retiring them (their callables
+    // destroyed, their owners told); drops_ended_ is notified as the count falls to zero.
+    // Guarded by shutdown_mutex_.
+    std::size_t drops_under_way_ = 0;
+    std::condition_variable drops_ended_;
     std::vector<std::thread> workers_;
     // Workers not yet exited, and shutdown calls under way (which may still touch the pool):
     // the pool terminates when none is left.

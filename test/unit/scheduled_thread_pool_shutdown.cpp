@@ -20,8 +20,10 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "support/blocking_call.hpp"
 #include "support/counter.hpp"
 #include "support/error_log.hpp"
 #include "support/failing_allocation.hpp"
@@ -70,6 +72,48 @@ void expect_termination_after_the_call(std::unique_ptr<manual_pool>& pool,
     pool.reset();
     caller.get();
 }
+
+// A callable that, as the one owner left is destroyed, counts itself going and blocks until
+// `go_on` opens.
+struct blocks_as_it_goes
+{
+    counter* going;
+    const gate* go_on;
+    bool owner = true;
+
+    blocks_as_it_goes(counter* c, const gate* g) : going(c), go_on(g) {}
+    blocks_as_it_goes(blocks_as_it_goes&& other) noexcept : going(other.going), go_on(other.go_on)
+    {
+        other.owner = false;
+    }
+    ~blocks_as_it_goes()
+    {
+        if (owner)
+        {
+            going->increment();
+            go_on->wait();
+        }
+    }
+    void operator()() const {}
+};
+
+// One worker, and two tasks that shutdown() drops (delayed ones do not run after it), each of
+// which blocks as it is destroyed until go_on opens.
+struct two_blocking_drops : sched::test::pool_fixture
+{
+    static sched::pool_options no_delayed_after_shutdown()
+    {
+        sched::pool_options options = single_worker();
+        options.execute_existing_delayed_tasks_after_shutdown = false;
+        return options;
+    }
+
+    gate go_on; // first: it outlives the pool, whose destruction would drop the tasks
+    counter going;
+    manual_pool pool{no_delayed_after_shutdown()};
+    manual_future<void> first = pool.schedule(1h, blocks_as_it_goes(&going, &go_on));
+    manual_future<void> second = pool.schedule(2h, blocks_as_it_goes(&going, &go_on));
+};
 
 } // namespace
 
@@ -665,55 +709,55 @@ BOOST_AUTO_TEST_CASE(a_stop_callback_may_shut_the_pool_down_again_inside_shutdow
 
 // Java's shutdown cancels what it drops before the pool may terminate. Here a callable dropped by
 // shutdown() on another thread blocks as it is destroyed, with the other dropped task not yet
-// cancelled; the worker's last task ends meanwhile, then shutdown_now() stops the workers. The
-// pool does not terminate until shutdown() has returned (once it has, a waiter may destroy the
-// pool at once).
-BOOST_AUTO_TEST_CASE(the_pool_terminates_only_once_shutdown_has_cancelled_what_it_dropped,
-                     *boost::unit_test::timeout(60))
+// cancelled; the worker's last task ends meanwhile, then shutdown_now(), on a third thread, stops
+// the workers (and waits for the drop). The pool does not terminate until shutdown() has
+// returned (once it has, a waiter may destroy the pool at once).
+BOOST_FIXTURE_TEST_CASE(the_pool_terminates_only_once_shutdown_has_cancelled_what_it_dropped,
+                        two_blocking_drops,
+                        *boost::unit_test::timeout(60))
 {
-    struct blocks_as_it_goes
-    {
-        counter* going;
-        const gate* go_on;
-        bool owner = true;
-
-        blocks_as_it_goes(counter* c, const gate* g) : going(c), go_on(g) {}
-        blocks_as_it_goes(blocks_as_it_goes&& other) noexcept
-            : going(other.going), go_on(other.go_on)
-        {
-            other.owner = false;
-        }
-        ~blocks_as_it_goes()
-        {
-            if (owner)
-            {
-                going->increment();
-                go_on->wait();
-            }
-        }
-        void operator()() const {}
-    };
-    sched::pool_options options = single_worker();
-    options.execute_existing_delayed_tasks_after_shutdown = false;
-    manual_pool pool(options);
     sched::test::occupied_worker running(pool);
-    gate go_on;
-    counter going;
-    auto first = pool.schedule(1h, blocks_as_it_goes(&going, &go_on));
-    auto second = pool.schedule(2h, blocks_as_it_goes(&going, &go_on));
     auto shutting_down = std::async(std::launch::async, [&] { pool.shutdown(); });
     BOOST_TEST_REQUIRE(going.wait_for_at_least(1)); // inside shutdown(), one drop left to do
     BOOST_TEST(first.is_done() != second.is_done());
     running.release();
     running.task().get(); // the pool's last task: its worker may go, the pool not terminate
     BOOST_TEST(!pool.await_termination(200ms));
-    (void)pool.shutdown_now(); // the workers stop: still not terminated
+    sched::test::blocking_call stopping([&] { return pool.shutdown_now().size(); });
+    BOOST_TEST(stopping.wait_until_blocked()); // the workers stop: still not terminated
     BOOST_TEST(!pool.await_termination(200ms));
     go_on.open();
     shutting_down.get();
+    BOOST_TEST(stopping.get() == 0u);
     BOOST_TEST(pool.await_termination(60s));
     BOOST_TEST(first.is_cancelled());
     BOOST_TEST(second.is_cancelled());
+}
+
+// Java's shutdown() and shutdownNow() wait on the lock the first call holds while it cancels what
+// it drops: here a call made on another thread while the first is still dropping returns only
+// once both dropped tasks are cancelled (it returned at once before, with one still pending).
+BOOST_DATA_TEST_CASE_F(two_blocking_drops,
+                       a_shutdown_call_returns_once_another_calls_drop_has_ended,
+                       boost::unit_test::data::make({false, true}),
+                       now)
+{
+    auto shutting_down = std::async(std::launch::async, [&] { pool.shutdown(); });
+    BOOST_TEST_REQUIRE(going.wait_for_at_least(1)); // inside shutdown(), one drop left to do
+    sched::test::blocking_call again([&] {
+        const std::size_t handed_back = now ? pool.shutdown_now().size() : 0; // the first took both
+        if (!now)
+            pool.shutdown();
+        return std::pair(handed_back, first.is_cancelled() && second.is_cancelled());
+    });
+    BOOST_TEST(again.wait_until_blocked()); // waits for the first call's drop
+    BOOST_TEST(!(first.is_cancelled() && second.is_cancelled()));
+    go_on.open();
+    const auto [handed_back, both_cancelled] = again.get();
+    BOOST_TEST(handed_back == 0u);
+    BOOST_TEST(both_cancelled); // as it returned
+    shutting_down.get();
+    BOOST_TEST(pool.await_termination(60s));
 }
 
 BOOST_AUTO_TEST_CASE(await_termination_with_a_timeout_reports_a_live_pool)

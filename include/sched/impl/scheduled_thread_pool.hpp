@@ -6,6 +6,7 @@
 
 #include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
+#include <sched/detail/thread_scope.hpp>
 #include <sched/detail/timer_slack.hpp>
 #include <sched/detail/visibility.hpp>
 
@@ -199,12 +200,16 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
     std::exception_ptr failure;
     std::vector<task_ptr> dropped;
     {
-        std::lock_guard lock(shutdown_mutex_); // a second caller waits for the first's choice
+        std::unique_lock lock(shutdown_mutex_); // a second caller waits for the first's choice
         run_state expected = run_state::running;
         if (state_.compare_exchange_strong(expected, run_state::shutdown))
             begin_closing();
         else if (expected != run_state::shutdown || !drop_owed_)
+        {
+            lock.unlock();
+            wait_for_drops();
             return;
+        }
         // Java's onShutdown: drop what the policies say may not run, and what was cancelled.
         dropped = take_queued(
             [this](const task_type& t, time_point due) {
@@ -212,21 +217,28 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
             },
             failure);
         drop_owed_ = failure != nullptr; // out of memory: what was not taken stays, for next time
+        ++drops_under_way_;
     }
-    // Before any of them ends: no move of a dropped deadline's wait succeeds from here (else
-    // one could return true and the wait end all the same, or a callable's destructor below
-    // move a wait dropped after it, and spin for ever for it to go back). One dropped for its
-    // due time, "never", that has moved to another since goes back, to be moved.
-    const auto ending = std::partition(dropped.begin(), dropped.end(), [this](const task_ptr& t) {
-        return t->state() == future_state::pending && !t->end_moves(may_run(*t));
-    });
-    for (auto moved = dropped.begin(); moved != ending; ++moved)
-        requeue(std::move(*moved), time_point::max());
-    // Without the lock: the callables dropped (their destructors, a handler told of the
-    // shutdown) may shut the pool down again.
-    for (auto t = ending; t != dropped.end(); ++t)
-        retire_cancelled(std::move(*t));
+    {
+        const detail::thread_scope<drop_tag> dropping(this);
+        // Before any of them ends: no move of a dropped deadline's wait succeeds from here (else
+        // one could return true and the wait end all the same, or a callable's destructor below
+        // move a wait dropped after it, and spin for ever for it to go back). One dropped for
+        // its due time, "never", that has moved to another since goes back, to be moved.
+        const auto ending =
+            std::partition(dropped.begin(), dropped.end(), [this](const task_ptr& t) {
+                return t->state() == future_state::pending && !t->end_moves(may_run(*t));
+            });
+        for (auto moved = dropped.begin(); moved != ending; ++moved)
+            requeue(std::move(*moved), time_point::max());
+        // Without the lock: the callables dropped (their destructors, a handler told of the
+        // shutdown) may shut the pool down again.
+        for (auto t = ending; t != dropped.end(); ++t)
+            retire_cancelled(std::move(*t));
+    }
+    end_drop();
     stop_if_idle(); // if nothing is queued or running, the workers may go
+    wait_for_drops();
     if (failure)
         std::rethrow_exception(failure);
 }
@@ -264,20 +276,43 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
                 never_ran.push_back(task_handle_type(t.detach()));
             }
         }
+        ++drops_under_way_;
     }
     // Without the lock: what the tasks left over and the running tasks' stop callbacks do may
     // shut the pool down again. Left over: cancelled while queued (its future knows already), an
     // asynchronous operation, whose handler learns of the shutdown now, an executor function,
     // destroyed unrun now, or a task with no room to be handed back.
-    for (task_ptr& t : taken)
     {
-        if (t)
-            retire_cancelled(std::move(t));
+        const detail::thread_scope<drop_tag> dropping(this);
+        for (task_ptr& t : taken)
+        {
+            if (t)
+                retire_cancelled(std::move(t));
+        }
     }
+    end_drop();
     stop_.request_stop();
+    wait_for_drops();
     if (failure)
         std::rethrow_exception(failure);
     return never_ran;
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::end_drop() noexcept
+{
+    std::lock_guard lock(shutdown_mutex_);
+    if (--drops_under_way_ == 0)
+        drops_ended_.notify_all();
+}
+
+template <class Clock>
+void basic_scheduled_thread_pool<Clock>::wait_for_drops()
+{
+    if (detail::thread_scope<drop_tag>::inside(this))
+        return; // it would wait for itself
+    std::unique_lock lock(shutdown_mutex_);
+    drops_ended_.wait(lock, [this] { return drops_under_way_ == 0; });
 }
 
 template <class Clock>
@@ -429,27 +464,19 @@ void basic_scheduled_thread_pool<Clock>::reject(task_type& t)
 template <class Clock>
 void basic_scheduled_thread_pool<Clock>::run_on_caller(task_ptr t) noexcept
 {
-    // The pools whose refused tasks this thread is running, innermost first. A task that one of
-    // them refuses meanwhile (a task that schedules itself again) would run inside that run, and
-    // so on without end: it is discarded instead. Another pool's still runs.
-    struct caller_run
+    // A task that this pool refuses while this thread runs one of its refused tasks (a task that
+    // schedules itself again) would run inside that run, and so on without end: it is discarded
+    // instead. Another pool's still runs.
+    using caller_run = detail::thread_scope<caller_run_tag>;
+    if (caller_run::inside(this))
     {
-        const basic_scheduled_thread_pool* pool;
-        const caller_run* outer;
-    };
-    static thread_local const caller_run* running = nullptr;
-    for (const caller_run* r = running; r; r = r->outer)
-    {
-        if (r->pool == this)
-        {
-            retire_cancelled(std::move(t));
-            return;
-        }
+        retire_cancelled(std::move(t));
+        return;
     }
-    const caller_run here{this, running};
-    running = &here;
-    const detail::run_outcome outcome = t->run(std::stop_token());
-    running = here.outer;
+    const detail::run_outcome outcome = [&] {
+        const caller_run here(this);
+        return t->run(std::stop_token());
+    }();
     if (outcome.error)
         report_failure(outcome.error, carries_failure(*t));
     retire_cancelled(std::move(t)); // ends a periodic task: nothing will run it again
