@@ -10,6 +10,7 @@
 
 #include <sched/detail/task.hpp>
 #include <sched/detail/task_impl.hpp>
+#include <sched/detail/thread_scope.hpp>
 #include <sched/detail/time.hpp>
 #include <sched/detail/visibility.hpp>
 
@@ -357,9 +358,22 @@ private:
     void run_on_caller(task_ptr t) noexcept;
     struct caller_run_tag; // a detail::thread_scope: this thread runs a task the pool refused
     struct drop_tag;       // a detail::thread_scope: this thread drops tasks a shutdown took
-    // A shutdown call's drop of the tasks it took out has ended: the calls waiting for it may
-    // return.
-    void end_drop() noexcept;
+    // While it lives, this thread drops the tasks a shutdown call took out (counted in
+    // drops_under_way_ before it is made); as it ends, the calls waiting for the drop may return.
+    class drop_under_way
+    {
+    public:
+        explicit drop_under_way(basic_scheduled_thread_pool& pool) noexcept
+            : pool_(pool), scope_(&pool)
+        {}
+        ~drop_under_way();
+        drop_under_way(const drop_under_way&) = delete;
+        drop_under_way& operator=(const drop_under_way&) = delete;
+
+    private:
+        basic_scheduled_thread_pool& pool_;
+        const detail::thread_scope<drop_tag> scope_;
+    };
     // Waits until no shutdown call is still dropping; at once from inside a drop of this
     // pool's (what a dropped task's destruction runs), which would otherwise wait for itself.
     void wait_for_drops();

@@ -6,7 +6,6 @@
 
 #include <sched/detail/report_uncaught.hpp>
 #include <sched/detail/thread_name.hpp>
-#include <sched/detail/thread_scope.hpp>
 #include <sched/detail/timer_slack.hpp>
 #include <sched/detail/visibility.hpp>
 
@@ -220,7 +219,7 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
         ++drops_under_way_;
     }
     {
-        const detail::thread_scope<drop_tag> dropping(this);
+        const drop_under_way dropping(*this);
         // Before any of them ends: no move of a dropped deadline's wait succeeds from here (else
         // one could return true and the wait end all the same, or a callable's destructor below
         // move a wait dropped after it, and spin for ever for it to go back). One dropped for
@@ -236,7 +235,6 @@ void basic_scheduled_thread_pool<Clock>::shutdown()
         for (auto t = ending; t != dropped.end(); ++t)
             retire_cancelled(std::move(*t));
     }
-    end_drop();
     stop_if_idle(); // if nothing is queued or running, the workers may go
     wait_for_drops();
     if (failure)
@@ -283,14 +281,13 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
     // asynchronous operation, whose handler learns of the shutdown now, an executor function,
     // destroyed unrun now, or a task with no room to be handed back.
     {
-        const detail::thread_scope<drop_tag> dropping(this);
+        const drop_under_way dropping(*this);
         for (task_ptr& t : taken)
         {
             if (t)
                 retire_cancelled(std::move(t));
         }
     }
-    end_drop();
     stop_.request_stop();
     wait_for_drops();
     if (failure)
@@ -299,11 +296,11 @@ auto basic_scheduled_thread_pool<Clock>::shutdown_now() -> std::vector<task_hand
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::end_drop() noexcept
+basic_scheduled_thread_pool<Clock>::drop_under_way::~drop_under_way()
 {
-    std::lock_guard lock(shutdown_mutex_);
-    if (--drops_under_way_ == 0)
-        drops_ended_.notify_all();
+    std::lock_guard lock(pool_.shutdown_mutex_);
+    if (--pool_.drops_under_way_ == 0)
+        pool_.drops_ended_.notify_all();
 }
 
 template <class Clock>
