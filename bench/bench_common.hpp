@@ -8,6 +8,7 @@
 #ifndef SCHED_BENCH_COMMON_HPP
 #define SCHED_BENCH_COMMON_HPP
 
+#include <sched/detail/background_unmap.hpp>
 #include <sched/detail/recycler.hpp>
 
 #include <algorithm>
@@ -74,10 +75,13 @@ inline std::int64_t vm_rss_bytes()
 }
 
 /// Waits (3 s at most) for the recycler's emptied spans to go back to the OS as they age (span
-/// decay: about a second): what a process has back a second after it freed its tasks.
+/// decay: about a second), and for the unmapping thread to have unmapped them (a few ms more):
+/// what a process has back a second after it freed its tasks.
 inline void await_span_decay()
 {
-    for (int i = 0; i < 300 && sched::detail::idle_spans_exist(); ++i)
+    for (int i = 0;
+         i < 300 && (sched::detail::idle_spans_exist() || !sched::detail::unmapping_thread_idle());
+         ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 

@@ -83,7 +83,8 @@
 //           drawn before the first reading); VmRSS after (B_after_cancel: the futures still hold
 //           their task objects, 56 bytes each here; the bodies and queue entries are gone), after
 //           dropping the futures (B_after_drop: what cancelling all leaves, read once the
-//           recycler's emptied spans have aged, about a second: bench::await_span_decay()), and
+//           recycler's emptied spans have aged, about a second, and the unmapping thread has
+//           unmapped them, a few ms more: bench::await_span_decay()), and
 //           after malloc_trim(0) (B_after_trim: glibc may keep freed small blocks). The vectors of
 //           handles are mapped from the kernel on their own (mapped_allocator below), so that
 //           dropping one returns all of its pages whatever malloc did before.
