@@ -666,9 +666,28 @@ private:
 
         // The position of the entry after the front: its earliest-due child; 0 if it has none.
         std::size_t second_position() const noexcept;
+        // Puts `e` at `i`, and tells its task so (see record_place()).
         void place(std::size_t i, const entry& e) noexcept;
+        // Tells the task at `i` its position (its push order's high bits kept).
+        void record_place(std::size_t i) noexcept;
+        // Sift the entry at `i` towards the front or the back; return where it ends.
         std::size_t sift_up(std::size_t i) noexcept;
+        // A sift down takes the whole way down for a pop (the last entry fills the front): the
+        // entries move first and their tasks learn their new places after, in a loop of their
+        // own, so that the cache misses on the tasks (one a level) overlap instead of stalling
+        // each step (a pop of a million: a quarter faster, measured). A sift up is short on
+        // average, and places as it goes.
         std::size_t sift_down(std::size_t i) noexcept;
+        // The most levels a heap has: the longest way a sift down moves.
+        static constexpr std::size_t max_levels = [] {
+            std::size_t levels = 0;
+            for (std::size_t first = 0, width = 1; first < max_heap_size; first += width)
+            {
+                ++levels;
+                width *= arity;
+            }
+            return levels;
+        }();
         void rebuild() noexcept;
         void check_invariants(std::size_t touched) const noexcept;
 

@@ -1106,7 +1106,13 @@ template <class Clock>
 void basic_delayed_work_queue<Clock>::heap::place(std::size_t i, const entry& e) noexcept
 {
     entries_[i] = e;
-    std::atomic<std::int64_t>& recorded = e.task()->place_;
+    record_place(i);
+}
+
+template <class Clock>
+void basic_delayed_work_queue<Clock>::heap::record_place(std::size_t i) noexcept
+{
+    std::atomic<std::int64_t>& recorded = entries_[i].task()->place_;
     const std::uint64_t order_high = order_high_of(recorded.load(std::memory_order_relaxed));
     recorded.store(place_of(number_, i, order_high), std::memory_order_relaxed);
 }
@@ -1142,6 +1148,8 @@ std::size_t basic_delayed_work_queue<Clock>::heap::sift_up(std::size_t i) noexce
 template <class Clock>
 std::size_t basic_delayed_work_queue<Clock>::heap::sift_down(std::size_t i) noexcept
 {
+    std::array<std::size_t, max_levels> moved; // what moved where
+    std::size_t count = 0;
     const entry moving = entries_[i];
     const std::size_t n = entries_.size();
     for (;;)
@@ -1158,10 +1166,14 @@ std::size_t basic_delayed_work_queue<Clock>::heap::sift_down(std::size_t i) noex
         }
         if (!earlier(entries_[best], moving))
             break;
-        place(i, entries_[best]);
+        entries_[i] = entries_[best];
+        moved[count++] = i;
         i = best;
     }
-    place(i, moving);
+    entries_[i] = moving;
+    moved[count++] = i;
+    for (std::size_t k = 0; k < count; ++k)
+        record_place(moved[k]);
     return i;
 }
 
@@ -1197,8 +1209,9 @@ void basic_delayed_work_queue<Clock>::heap::remove_at(std::size_t i) noexcept
     std::size_t at = i;
     if (i < entries_.size())
     {
-        // The last entry fills the hole: sift it down, and up if it did not move down.
-        place(i, last);
+        // The last entry fills the hole: sift it down, and up if it did not move down (either
+        // tells its task where it ends).
+        entries_[i] = last;
         at = sift_down(i);
         if (at == i)
             at = sift_up(i);
