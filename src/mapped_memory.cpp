@@ -50,6 +50,23 @@ void discard(void* block, std::size_t bytes) noexcept
         ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+bool populate(void* block, std::size_t bytes) noexcept
+{
+#if defined(MADV_POPULATE_WRITE)
+    const std::size_t page = page_size();
+    const auto begin = reinterpret_cast<std::uintptr_t>(block);
+    const std::uintptr_t first = whole_pages(begin);
+    const std::uintptr_t last = (begin + bytes) & ~(page - 1);
+    // Fails before Linux 5.14: then the pages fault in as they are touched.
+    return first >= last ||
+           ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0;
+#else
+    (void)block;
+    (void)bytes;
+    return false;
+#endif
+}
+
 void unmap_pages(void* block, std::size_t bytes) noexcept
 {
     if (::munmap(block, bytes) !=
@@ -77,6 +94,11 @@ void* map_pages(std::size_t, std::size_t)
 }
 
 void discard(void*, std::size_t) noexcept {}
+
+bool populate(void*, std::size_t) noexcept
+{
+    return false;
+}
 
 void unmap_pages(void*, std::size_t) noexcept {}
 #endif
@@ -132,6 +154,14 @@ void discard_pages(void* block, std::size_t bytes) noexcept
 {
     if constexpr (maps_memory)
         discard(block, bytes);
+}
+
+bool populate_pages(void* block, std::size_t bytes) noexcept
+{
+    if constexpr (maps_memory)
+        return populate(block, bytes);
+    else
+        return false;
 }
 
 } // namespace sched::detail

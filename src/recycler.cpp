@@ -209,9 +209,14 @@ void* take_block(span_list& list, std::size_t index)
     {
         s = take_idle(list, list.idle_newest);
         if (!s)
+        {
+            // Its blocks are about to be carved: their pages come in at once, not by a fault
+            // each (the spare's were discarded; a new span's never touched).
             s = std::exchange(list.spare, nullptr);
-        if (!s)
-            s = new_span();
+            if (!s)
+                s = new_span();
+            (void)populate_pages(s + 1, span_size - sizeof(span));
+        }
         link(list, *s);
     }
     void* block;

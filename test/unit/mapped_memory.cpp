@@ -100,4 +100,26 @@ BOOST_AUTO_TEST_CASE(a_block_grown_with_its_old_tail_still_mapped_moves)
     sched::detail::unmap_memory(grown, 40 * page, page);
 }
 
+BOOST_AUTO_TEST_CASE(populated_pages_are_resident_before_they_are_touched)
+{
+    if constexpr (!sched::detail::maps_memory)
+        return;
+    void* block = sched::detail::map_memory(16 * page, page);
+    auto* from = static_cast<std::byte*>(block) + 100; // the whole pages within: 1 to 7
+    unsigned char resident[16] = {};
+    BOOST_TEST_REQUIRE(::mincore(block, 16 * page, resident) == 0);
+    for (std::size_t i = 1; i < 8; ++i)
+        BOOST_TEST((resident[i] & 1) == 0, "page " << i << ", untouched, is not resident");
+    if (!sched::detail::populate_pages(from, 8 * page))
+        BOOST_TEST_MESSAGE("this system cannot populate pages: they fault in as touched");
+    else
+    {
+        BOOST_TEST_REQUIRE(::mincore(block, 16 * page, resident) == 0);
+        for (std::size_t i = 1; i < 8; ++i)
+            BOOST_TEST((resident[i] & 1) == 1, "page " << i << ", populated, is resident");
+        BOOST_TEST(filled_with(block, 16 * page, 0)); // as fresh as the pages not populated
+    }
+    sched::detail::unmap_memory(block, 16 * page, page);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
