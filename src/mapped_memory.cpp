@@ -57,7 +57,8 @@ bool populate(void* block, std::size_t bytes) noexcept
     const auto begin = reinterpret_cast<std::uintptr_t>(block);
     const std::uintptr_t first = whole_pages(begin);
     const std::uintptr_t last = (begin + bytes) & ~(page - 1);
-    // Fails before Linux 5.14: then the pages fault in as they are touched.
+    // Fails before Linux 5.14: then the pages fault in as they are touched. No whole page:
+    // nothing to do.
     return first >= last ||
            ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0;
 #else

@@ -94,6 +94,9 @@ struct span_list
     span* idle_newest = nullptr; // empty spans kept resident, newest first (through next)
     span* idle_oldest = nullptr;
     std::size_t idle_count = 0;
+    // A span of the class has been carved to its end: one it takes next is populated at once
+    // (see take_block()).
+    bool carved_one = false;
 };
 
 // Never destroyed (trivially destructible), so that a block freed during the program's teardown
@@ -210,12 +213,15 @@ void* take_block(span_list& list, std::size_t index)
         s = take_idle(list, list.idle_newest);
         if (!s)
         {
-            // Its blocks are about to be carved: their pages come in at once, not by a fault
-            // each (the spare's were discarded; a new span's never touched).
             s = std::exchange(list.spare, nullptr);
             if (!s)
                 s = new_span();
-            (void)populate_pages(s + 1, span_size - sizeof(span));
+            // The spare's pages were discarded, a new span's never touched. In a class that
+            // has filled a span, this one's blocks will be carved too: its pages come in at
+            // once, not by a fault each. (A class that never fills one keeps only the pages
+            // it touches resident.)
+            if (list.carved_one)
+                (void)populate_pages(s + 1, span_size - sizeof(span));
         }
         link(list, *s);
     }
@@ -229,7 +235,10 @@ void* take_block(span_list& list, std::size_t index)
         block = reinterpret_cast<char*>(s) + span_header + s->carved++ * block_size(index);
     ++s->live;
     if (!s->free && s->carved == blocks_per_span(index))
+    {
+        list.carved_one = true;
         unlink(list, *s);
+    }
     return block;
 }
 

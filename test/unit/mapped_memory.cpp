@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace {
 
@@ -104,22 +105,26 @@ BOOST_AUTO_TEST_CASE(populated_pages_are_resident_before_they_are_touched)
 {
     if constexpr (!sched::detail::maps_memory)
         return;
-    void* block = sched::detail::map_memory(16 * page, page);
+    // The system's pages here (the other tests' 4 KB would hold no whole page where they are
+    // larger).
+    const auto system_page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* block = sched::detail::map_memory(16 * system_page, system_page);
     auto* from = static_cast<std::byte*>(block) + 100; // the whole pages within: 1 to 7
     unsigned char resident[16] = {};
-    BOOST_TEST_REQUIRE(::mincore(block, 16 * page, resident) == 0);
+    BOOST_TEST_REQUIRE(::mincore(block, 16 * system_page, resident) == 0);
     for (std::size_t i = 1; i < 8; ++i)
         BOOST_TEST((resident[i] & 1) == 0, "page " << i << ", untouched, is not resident");
-    if (!sched::detail::populate_pages(from, 8 * page))
+    if (!sched::detail::populate_pages(from, 8 * system_page))
         BOOST_TEST_MESSAGE("this system cannot populate pages: they fault in as touched");
     else
     {
-        BOOST_TEST_REQUIRE(::mincore(block, 16 * page, resident) == 0);
+        BOOST_TEST_REQUIRE(::mincore(block, 16 * system_page, resident) == 0);
         for (std::size_t i = 1; i < 8; ++i)
             BOOST_TEST((resident[i] & 1) == 1, "page " << i << ", populated, is resident");
-        BOOST_TEST(filled_with(block, 16 * page, 0)); // as fresh as the pages not populated
+        // As fresh as the pages not populated.
+        BOOST_TEST(filled_with(block, 16 * system_page, 0));
     }
-    sched::detail::unmap_memory(block, 16 * page, page);
+    sched::detail::unmap_memory(block, 16 * system_page, system_page);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

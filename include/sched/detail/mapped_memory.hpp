@@ -59,8 +59,9 @@ void discard_pages(void* block, std::size_t bytes) noexcept;
 
 // Where maps_memory: makes the whole pages within `bytes` from `block` (part of a mapped block)
 // resident now, in one system call, rather than by a page fault as each is first touched (about
-// a microsecond each on a virtual machine). Returns whether it did; where the system cannot
-// (before Linux 5.14, or not Linux), nothing changes: they fault in as touched.
+// a microsecond each on a virtual machine). Returns whether they are (true if there is no whole
+// page within); where the system cannot (before Linux 5.14, or not Linux), nothing changes:
+// they fault in as touched.
 bool populate_pages(void* block, std::size_t bytes) noexcept;
 
 } // namespace sched::detail
