@@ -40,27 +40,27 @@ void* map_pages(std::size_t bytes, std::size_t alignment)
     return reinterpret_cast<void*>(block);
 }
 
-void discard(void* block, std::size_t bytes) noexcept
+// madvise(advice) on the whole pages within `bytes` from `block`: whether it took (or there was
+// no whole page).
+bool advise_whole_pages(void* block, std::size_t bytes, int advice) noexcept
 {
     const std::size_t page = page_size();
     const auto begin = reinterpret_cast<std::uintptr_t>(block);
     const std::uintptr_t first = whole_pages(begin);
     const std::uintptr_t last = (begin + bytes) & ~(page - 1);
-    if (first < last)
-        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return first >= last || ::madvise(reinterpret_cast<void*>(first), last - first, advice) == 0;
+}
+
+void discard(void* block, std::size_t bytes) noexcept
+{
+    (void)advise_whole_pages(block, bytes, MADV_DONTNEED);
 }
 
 bool populate(void* block, std::size_t bytes) noexcept
 {
 #if defined(MADV_POPULATE_WRITE)
-    const std::size_t page = page_size();
-    const auto begin = reinterpret_cast<std::uintptr_t>(block);
-    const std::uintptr_t first = whole_pages(begin);
-    const std::uintptr_t last = (begin + bytes) & ~(page - 1);
-    // Fails before Linux 5.14: then the pages fault in as they are touched. No whole page:
-    // nothing to do.
-    return first >= last ||
-           ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE) == 0;
+    // Fails before Linux 5.14: then the pages fault in as they are touched.
+    return advise_whole_pages(block, bytes, MADV_POPULATE_WRITE);
 #else
     (void)block;
     (void)bytes;
