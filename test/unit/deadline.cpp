@@ -50,6 +50,78 @@ struct deadline_fixture : sched::test::io_fixture
     }
 };
 
+// An io_context's executor whose copies that track outstanding work count themselves in
+// `*work`, and whose move is a copy (no move constructor, as a user's executor may be written):
+// a moved-from tracked copy goes on counting until it is destroyed.
+template <bool Tracked>
+class work_counting_executor
+{
+public:
+    work_counting_executor(boost::asio::io_context& io, std::atomic<int>& work) noexcept
+        : inner_(io.get_executor()), work_(&work)
+    {
+        count(1);
+    }
+    work_counting_executor(const work_counting_executor& other) noexcept
+        : inner_(other.inner_), work_(other.work_)
+    {
+        count(1);
+    }
+    work_counting_executor& operator=(const work_counting_executor& other) noexcept
+    {
+        work_counting_executor copy(other);
+        std::swap(inner_, copy.inner_);
+        std::swap(work_, copy.work_);
+        return *this;
+    }
+    ~work_counting_executor() { count(-1); }
+
+    work_counting_executor<true>
+    require(boost::asio::execution::outstanding_work_t::tracked_t) const
+    {
+        return {inner_.context(), *work_};
+    }
+    work_counting_executor<false>
+    require(boost::asio::execution::outstanding_work_t::untracked_t) const
+    {
+        return {inner_.context(), *work_};
+    }
+    boost::asio::io_context& query(boost::asio::execution::context_t) const noexcept
+    {
+        return inner_.context();
+    }
+    static constexpr boost::asio::execution::blocking_t
+    query(boost::asio::execution::blocking_t) noexcept
+    {
+        return boost::asio::execution::blocking.never;
+    }
+    template <class Function>
+    void execute(Function&& f) const
+    {
+        boost::asio::post(inner_, std::forward<Function>(f));
+    }
+    friend bool operator==(const work_counting_executor& a,
+                           const work_counting_executor& b) noexcept
+    {
+        return a.inner_ == b.inner_ && a.work_ == b.work_;
+    }
+    friend bool operator!=(const work_counting_executor& a,
+                           const work_counting_executor& b) noexcept
+    {
+        return !(a == b);
+    }
+
+private:
+    void count(int n) noexcept
+    {
+        if (Tracked)
+            *work_ += n;
+    }
+
+    boost::asio::io_context::executor_type inner_;
+    std::atomic<int>* work_;
+};
+
 } // namespace
 
 BOOST_AUTO_TEST_SUITE(test_deadline)
@@ -103,6 +175,23 @@ BOOST_FIXTURE_TEST_CASE(a_handler_that_ran_leaves_nothing_of_it_in_the_deadline,
     complete_one();
     BOOST_TEST((result && !*result));
     BOOST_TEST(owner.use_count() == 1);
+}
+
+// Nor does it leave work counted on the handler's executor: a copy of it that tracks work,
+// moved from as the handler leaves for that executor, goes too (here its move is a copy, which
+// would keep counting), so that the executor's context may run out of work with the deadline
+// still there.
+BOOST_FIXTURE_TEST_CASE(a_handler_that_ran_leaves_no_work_counted_on_its_executor, deadline_fixture)
+{
+    std::atomic<int> work{0};
+    deadline.expires_after(1s);
+    deadline.async_wait(
+        boost::asio::bind_executor(work_counting_executor<false>(io, work), on_expiry()));
+    BOOST_TEST(work.load() > 0); // the armed wait's
+    manual_clock::advance(1s);
+    complete_one();
+    BOOST_TEST((result && !*result));
+    BOOST_TEST(work.load() == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(pushing_an_armed_deadline_back_fires_it_only_at_the_last_expiry,

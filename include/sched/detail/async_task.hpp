@@ -606,7 +606,8 @@ private:
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation: from its
           // start until its completion is posted.
-          handler_work_(*handler_, io, service.holds_work()), alloc_(alloc), held_(opts.held)
+          handler_work_(std::in_place, *handler_, io, service.holds_work()), alloc_(alloc),
+          held_(opts.held)
     {
         if constexpr (is_wait)
             leader_ = opts.leader;
@@ -771,22 +772,22 @@ private:
         // Once posted, the node may be freed on another thread at any moment.
         scheduler_service<Clock>* counted = std::exchange(counted_, false) ? service_ : nullptr;
         // On a thread of the scheduler's io_context, it joins a batch there, with its count.
-        if (counted && handler_work_.on_counted_io() && counted->complete_here(*this))
+        if (counted && handler_work_->on_counted_io() && counted->complete_here(*this))
             return;
         try
         {
             // Its I/O context being destroyed (a tick away there, counted no more, may be
             // destroyed unrun by it), the completion goes there whatever the handler's executor:
             // the context destroys it unrun with its other handlers, as Asio's timers' are.
-            if (handler_work_.on_io() || service_->closing_down())
-                handler_work_.post_to_io(completion(this));
+            if (handler_work_->on_io() || service_->closing_down())
+                handler_work_->post_to_io(completion(this));
             else
             {
                 // Kept until the completion is posted, then let go of (see take_io_work()).
-                [[maybe_unused]] const auto io_work = handler_work_.take_io_work();
+                [[maybe_unused]] const auto io_work = handler_work_->take_io_work();
                 completion c(this); // first: a failed post_to() destroys it, not the node
-                scheduler_service<Clock>::post_to(handler_work_.handler_context(), counted,
-                                                  [&] { handler_work_.post(std::move(c)); });
+                scheduler_service<Clock>::post_to(handler_work_->handler_context(), counted,
+                                                  [&] { handler_work_->post(std::move(c)); });
             }
         }
         catch (const std::bad_alloc&) // out of memory: the completion destroyed the handler unrun
@@ -824,12 +825,11 @@ private:
         // What was moved from goes now, not when a deadline that keeps the node next arms: a
         // handler whose move is a copy (a const capture) may own the deadline's owner.
         handler_.reset();
-        {
-            // Released before the handler runs, while this completion keeps its context
-            // running: a handler may let its owner destroy the I/O context at once (use_future's
-            // runs on this thread, whatever it is).
-            handler_work<Handler, IoExecutor> work(std::move(handler_work_));
-        }
+        // Released before the handler runs, while this completion keeps its context running: a
+        // handler may let its owner destroy the I/O context at once (use_future's runs on this
+        // thread, whatever it is). Destroyed, not moved from: a deadline that keeps the node
+        // would keep a moved-from executor too, and one whose move is a copy still counts work.
+        handler_work_.reset();
         let_go();
         std::apply(std::move(handler), std::move(args));
     }
@@ -876,7 +876,7 @@ private:
         if (held_)
         {
             handler_.reset();
-            handler_work<Handler, IoExecutor> work(std::move(handler_work_));
+            handler_work_.reset();
         }
         let_go();
     }
@@ -966,7 +966,8 @@ private:
         std::conditional_t<has_bound_work, std::optional<Work>, Work>>
         work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
-    handler_work<Handler, IoExecutor> handler_work_;
+    // Until the completion leaves for the handler, or is abandoned.
+    std::optional<handler_work<Handler, IoExecutor>> handler_work_;
     boost::asio::cancellation_slot slot_;
     [[no_unique_address]] stop_source_for<Work, tick_type> stop_;
     [[no_unique_address]] result_holder<Kind, work_result> result_;
