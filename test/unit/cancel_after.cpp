@@ -322,6 +322,28 @@ BOOST_FIXTURE_TEST_CASE(the_wrapped_handler_passes_on_the_continuation_hint, can
     BOOST_TEST(pool.queue().size() == 0u);
 }
 
+// An operation may ask the handler it moved from for its slot (a composed operation that has
+// handed the handler on): it gets an unconnected one.
+BOOST_FIXTURE_TEST_CASE(a_moved_from_wrapped_handler_has_no_slot, cancel_after_fixture)
+{
+    std::optional<boost::asio::any_completion_handler<void(error_code)>> parked;
+    bool moved_from_connected = true;
+    auto token = sched::cancel_after(scheduler, 1h, on_done());
+    boost::asio::async_initiate<decltype(token), void(error_code)>(
+        [&](auto handler) {
+            BOOST_TEST(boost::asio::get_associated_cancellation_slot(handler).is_connected());
+            parked.emplace(std::move(handler));
+            moved_from_connected =
+                boost::asio::get_associated_cancellation_slot(handler).is_connected();
+        },
+        token);
+    BOOST_TEST(!moved_from_connected);
+    BOOST_TEST_REQUIRE(parked.has_value());
+    std::move (*parked)(error_code());
+    BOOST_TEST(completions == 1);
+    BOOST_TEST(pool.queue().size() == 0u);
+}
+
 // A deadline is an I/O object: the emission goes to its executor (here another io_context's),
 // not to the scheduler's.
 BOOST_FIXTURE_TEST_CASE(a_deadlines_wait_has_its_timeout_emitted_on_the_deadlines_executor,

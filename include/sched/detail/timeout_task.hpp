@@ -267,7 +267,11 @@ public:
 
     ~timeout_handler() { let_go(); }
 
-    cancellation_slot_type get_cancellation_slot() const noexcept { return timeout_->slot(); }
+    // None once moved from, or invoked (the timeout is let go of then).
+    cancellation_slot_type get_cancellation_slot() const noexcept
+    {
+        return timeout_ ? timeout_->slot() : cancellation_slot_type();
+    }
 
     const Handler& handler() const noexcept { return handler_; }
 
