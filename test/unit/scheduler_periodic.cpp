@@ -527,6 +527,26 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_is_not_queued_again_before_it_has_run, peri
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
+// Once its completion is posted to the handler's executor (another io_context here), the
+// operation counts no work on its tick's executor (a strand of the scheduler's own io_context,
+// a connection's): that io_context runs out of work, and may be destroyed, while the handler
+// waits.
+BOOST_FIXTURE_TEST_CASE(an_ended_operation_counts_no_work_on_its_ticks_executor, periodic_fixture)
+{
+    boost::asio::io_context app;
+    boost::asio::cancellation_signal signal;
+    scheduler.async_schedule_at_fixed_rate(
+        1s, 1s, boost::asio::bind_executor(boost::asio::make_strand(io), [] {}),
+        boost::asio::bind_cancellation_slot(signal.slot(),
+                                            boost::asio::bind_executor(app, on_end())));
+    signal.emit(cancellation_type::terminal); // queued, not due: it ends at once
+    BOOST_TEST(run_ready() == 0u);
+    BOOST_TEST(io.stopped()); // out of work
+    BOOST_TEST(app.poll() == 1u);
+    BOOST_TEST(ticks_at_end.value_or(99) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_bound_tick_whose_context_dies_ends_the_operation, periodic_fixture)
 {
     {

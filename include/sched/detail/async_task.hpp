@@ -750,6 +750,11 @@ private:
                 bound_work_.reset();
             }
         }
+        // No tick runs any more: the work counted on its executor goes now, not with the node,
+        // which waits for the handler's executor (its tick's context, the scheduler's own
+        // I/O context say, may then run out of work, and be destroyed, meanwhile).
+        if constexpr (has_bound_tick)
+            bound_work_.reset();
         if (held_)
         {
             this->add_ref(); // the completion's own
