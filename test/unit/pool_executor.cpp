@@ -260,6 +260,32 @@ BOOST_AUTO_TEST_CASE(blocking_always_returns_once_the_function_has_run)
     BOOST_TEST(counts.allocations() == 1);
 }
 
+// blocking.always waits until the function is done with, run or not: one that throws goes to
+// after_execute, and execute() returns to its caller (not a worker) without it; on a pool that
+// shutdown_now() stopped, the function is destroyed unrun and execute() returns.
+BOOST_AUTO_TEST_CASE(blocking_always_returns_once_the_function_is_done_with_run_or_not,
+                     *boost::unit_test::timeout(60))
+{
+    error_log log;
+    sched::pool_options options = threads(1);
+    options.after_execute = [&](std::exception_ptr e) {
+        log.record(std::move(e));
+    };
+    pool_type pool(options);
+    const auto always = asio::require(pool.get_executor(), execution::blocking.always);
+    always.execute([] { throw std::runtime_error("always"); });
+    BOOST_TEST_REQUIRE(log.count.wait_for_at_least(1));
+    BOOST_TEST(log.message(0) == "always");
+
+    (void)pool.shutdown_now();
+    counter calls;
+    auto token = std::make_shared<int>();
+    std::weak_ptr<int> alive = token;
+    always.execute(probe{&calls, std::move(token)});
+    BOOST_TEST(alive.expired());
+    BOOST_TEST(calls.value() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_strand_on_the_pool_runs_one_function_at_a_time)
 {
     pool_type pool(threads(4));
