@@ -740,21 +740,16 @@ private:
         if (this->state() == future_state::pending)
             return; // queueing failed: the initiating function throws instead
         // A work bound to the pool goes now, while the pool is there (the node may be freed
-        // after it has gone), and then the outstanding work that kept the pool from going idle
-        // meanwhile.
+        // after it has gone). Then the outstanding work held for it: on the pool, which it kept
+        // from going idle meanwhile, or on a tick's executor, which no tick needs any more (the
+        // node waits for the handler's executor; the tick's context, the scheduler's own I/O
+        // context say, may run out of work, and be destroyed, meanwhile).
         if constexpr (has_bound_work)
         {
             if (work_on_pool_)
-            {
                 work_.reset();
-                bound_work_.reset();
-            }
-        }
-        // No tick runs any more: the work counted on its executor goes now, not with the node,
-        // which waits for the handler's executor (its tick's context, the scheduler's own
-        // I/O context say, may then run out of work, and be destroyed, meanwhile).
-        if constexpr (has_bound_tick)
             bound_work_.reset();
+        }
         if (held_)
         {
             this->add_ref(); // the completion's own
