@@ -494,7 +494,7 @@ BOOST_FIXTURE_TEST_CASE(a_tick_bound_to_an_executor_runs_there, periodic_fixture
     signal.emit(cancellation_type::terminal); // the fourth tick is queued, not due: it goes
     complete_one();
     ticks_io.restart();
-    BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(ticks_io.poll() == 1u); // the tick, sent home to be destroyed, not run
     BOOST_TEST(on_strand.load());
     BOOST_TEST(ticks.load() == 3);
     BOOST_TEST(ticks_at_end.value_or(0) == 3u);
@@ -540,10 +540,92 @@ BOOST_FIXTURE_TEST_CASE(an_ended_operation_counts_no_work_on_its_ticks_executor,
         boost::asio::bind_cancellation_slot(signal.slot(),
                                             boost::asio::bind_executor(app, on_end())));
     signal.emit(cancellation_type::terminal); // queued, not due: it ends at once
-    BOOST_TEST(run_ready() == 0u);
-    BOOST_TEST(io.stopped()); // out of work
+    BOOST_TEST(run_ready() == 1u);            // its tick, sent home to be destroyed
+    BOOST_TEST(io.stopped());                 // out of work
     BOOST_TEST(app.poll() == 1u);
     BOOST_TEST(ticks_at_end.value_or(99) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+// The tick a strand holds, on its way to be destroyed: it says whether that strand ran it then.
+class destroyed_where
+{
+public:
+    using strand = boost::asio::strand<boost::asio::io_context::executor_type>;
+
+    destroyed_where(strand s, std::optional<bool>& on_strand) : strand_(s), on_strand_(&on_strand)
+    {}
+    destroyed_where(destroyed_where&& other) noexcept
+        : strand_(other.strand_), on_strand_(std::exchange(other.on_strand_, nullptr))
+    {}
+    destroyed_where& operator=(destroyed_where&&) = delete;
+    ~destroyed_where()
+    {
+        if (on_strand_)
+            *on_strand_ = strand_.running_in_this_thread();
+    }
+
+private:
+    strand strand_;
+    std::optional<bool>* on_strand_;
+};
+
+// An ended operation whose handler completes in another context (an application's io_context)
+// sends its tick back to its own executor (a strand of the scheduler's io_context), where it is
+// destroyed: the node, which waits for the handler, holds no strand of the scheduler's
+// io_context, which may be destroyed first. (Kept with the node, the strand's last copy went
+// after its service had.)
+BOOST_FIXTURE_TEST_CASE(an_ended_operations_tick_is_destroyed_on_its_own_executor, periodic_fixture)
+{
+    std::optional<bool> on_strand;
+    {
+        boost::asio::io_context app;
+        {
+            boost::asio::io_context connection;
+            manual_scheduler on_connection(connection, pool);
+            const auto strand = boost::asio::make_strand(connection);
+            boost::asio::cancellation_signal signal;
+            on_connection.async_schedule_at_fixed_rate(
+                1s, 1s,
+                boost::asio::bind_executor(
+                    strand, [tick = destroyed_where(strand, on_strand)] { (void)tick; }),
+                boost::asio::bind_cancellation_slot(signal.slot(),
+                                                    boost::asio::bind_executor(app, on_end())));
+            signal.emit(cancellation_type::terminal); // queued, not due: it ends at once
+            BOOST_TEST(!on_strand.has_value());       // posted, not destroyed in the emit
+            BOOST_TEST(connection.poll() == 1u);
+            BOOST_TEST(on_strand.value_or(false));
+            BOOST_TEST(connection.stopped()); // out of work
+        }                                     // destroyed while the handler waits on `app`
+        BOOST_TEST(app.poll() == 1u);
+    }
+    BOOST_TEST(ticks_at_end.value_or(99) == 0u);
+    BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
+}
+
+// A tick that its context destroys unrun (the context is being destroyed) goes with the
+// context's other handlers, on the thread that destroys them, not with the node, which completes
+// in another context.
+BOOST_FIXTURE_TEST_CASE(a_tick_its_context_destroys_unrun_goes_with_that_context, periodic_fixture)
+{
+    std::optional<bool> on_strand;
+    boost::asio::io_context app;
+    {
+        boost::asio::io_context connection;
+        const auto strand = boost::asio::make_strand(connection);
+        scheduler.async_schedule_at_fixed_rate(
+            0s, 1s,
+            boost::asio::bind_executor(strand,
+                                       [tick = destroyed_where(strand, on_strand)] { (void)tick; }),
+            boost::asio::bind_executor(app, on_end()));
+        // The first tick is posted to the strand, which is destroyed without running it.
+        BOOST_TEST_REQUIRE(eventually([&] { return pool.queue().size() == 0u; }));
+        settle(pool);
+    }
+    BOOST_TEST(on_strand.has_value()); // gone, unrun
+    BOOST_TEST(!on_strand.value_or(true));
+    BOOST_TEST(app.poll() == 1u);
+    BOOST_TEST(ticks_at_end.value_or(1) == 0u);
     BOOST_TEST(code_in(why) == boost::asio::error::operation_aborted);
 }
 
@@ -605,7 +687,7 @@ BOOST_FIXTURE_TEST_CASE(a_bound_tick_with_no_memory_for_its_contexts_service_end
     BOOST_TEST_REQUIRE(static_cast<bool>(why));
     BOOST_CHECK_THROW(std::rethrow_exception(why), std::bad_alloc);
     BOOST_TEST(pool.queue().size() == 0u);
-    BOOST_TEST(ticks_io.poll() == 0u);
+    BOOST_TEST(ticks_io.poll() == 1u); // the tick, sent home to be destroyed, not run
     BOOST_TEST(ticks.value() == 0);
 }
 
@@ -647,7 +729,7 @@ BOOST_DATA_TEST_CASE_F(periodic_fixture,
         (void)pool.shutdown_now();
     else
         pool.shutdown();
-    BOOST_TEST(ticks_io.poll() == 1u); // the tick's turn
+    BOOST_TEST(ticks_io.poll() == 2u); // the tick's turn, then the tick, sent home to go
     run_to_end();
     BOOST_TEST(ticks.value() == 0);
     ticks_io.restart();
@@ -780,7 +862,7 @@ BOOST_AUTO_TEST_CASE(destroying_the_io_context_while_a_bound_tick_is_away_waits_
     BOOST_TEST(watch.expired());
     BOOST_TEST(pool.queue().empty());
     ticks_io.restart();
-    BOOST_TEST(ticks_io.poll() == 0u); // no tick queued for later
+    BOOST_TEST(ticks_io.poll() == 1u); // no tick queued for later: the tick, sent home to go
 }
 
 // A tick posted to the io_context itself (or to a strand of it made before the scheduler, whose

@@ -200,6 +200,15 @@ class async_task final : public std::conditional_t<Kind == async_kind::deadline_
     template <class T>
     using if_bound_tick = std::conditional_t<has_bound_tick, T, no_work>;
 
+    // A bound tick lives in memory of its own (the recycler's), so that it can leave the node.
+    using boxed_tick = allocated_function<Work, recycling_allocator<void>>;
+    using work_storage = std::conditional_t<
+        is_wait,
+        no_work,
+        std::conditional_t<has_bound_tick,
+                           std::optional<boxed_tick>,
+                           std::conditional_t<has_bound_work, std::optional<Work>, Work>>>;
+
 public:
     using time_point = typename Clock::time_point;
     using kept_place = typename task<Clock>::kept_place;
@@ -496,22 +505,24 @@ private:
             this->mark_shut_down();
     }
 
-    // Marks, on this thread, the node whose bound tick run() is posting: a bound_tick of it
+    // Marks, on this thread, what is being posted to a bound tick's executor: the node whose tick
+    // run() posts, or the tick that send_tick_home() sends. A bound_tick (or tick_disposal) of it
     // destroyed meanwhile is one that the executor did not keep (out of memory, or its context
-    // is shutting down), and it leaves the node to run(), which tells the two apart. One
-    // destroyed anywhere else was posted, and never ran.
+    // is shutting down), and it leaves the node to the poster. One destroyed anywhere else was
+    // posted, and never ran.
     class posting_tick
     {
     public:
-        explicit posting_tick(const async_task* t) noexcept : outer_(now_) { now_ = {t, false}; }
+        explicit posting_tick(const void* what) noexcept : outer_(now_) { now_ = {what, false}; }
         posting_tick(const posting_tick&) = delete;
         posting_tick& operator=(const posting_tick&) = delete;
         ~posting_tick() { now_ = outer_; }
 
-        // In a bound_tick's destructor: whether it is the one being posted; it is then gone.
-        static bool destroyed(const async_task* t) noexcept
+        // In a bound_tick's (or tick_disposal's) destructor: whether it is the one being posted;
+        // it is then gone.
+        static bool destroyed(const void* what) noexcept
         {
-            if (now_.task != t)
+            if (now_.what != what)
                 return false;
             now_.destroyed = true;
             return true;
@@ -522,7 +533,7 @@ private:
     private:
         struct state
         {
-            const async_task* task = nullptr;
+            const void* what = nullptr;
             bool destroyed = false;
         };
         static inline thread_local state now_{};
@@ -541,6 +552,12 @@ private:
             if (t_ && !posting_tick::destroyed(t_)) // never ran: its context is going
             {
                 t_->end_unrun_tick();
+                // The tick goes too, with the context's other handlers, on the thread that
+                // destroys them (not inside the pool, which the tick may hold the last reference
+                // to): it holds an executor of that context. One bound to the pool goes as the
+                // operation ends, while the pool is there (see destroy_body()).
+                if (!t_->work_on_pool_)
+                    t_->work_.reset();
                 // Through a copy of the link: the run's end may free the node, and the node's
                 // may be the link's last owner.
                 const std::shared_ptr<owner_link<Clock>> link = t_->link_;
@@ -575,6 +592,33 @@ private:
         async_task* t_;
     };
 
+    // An ended operation's tick on its way home (see send_tick_home()): it is destroyed there, run
+    // or not. One destroyed as it is posted, which its executor did not keep, goes back into the
+    // node.
+    class tick_disposal
+    {
+    public:
+        explicit tick_disposal(async_task& t) noexcept : t_(&t), work_(std::move(*t.work_))
+        {
+            t.work_.reset();
+        }
+        tick_disposal(tick_disposal&&) noexcept = default;
+        tick_disposal& operator=(tick_disposal&&) = delete;
+        ~tick_disposal()
+        {
+            if (work_ && posting_tick::destroyed(&work_.get()))
+                t_->work_.emplace(std::move(work_));
+        }
+
+        void operator()() { [[maybe_unused]] const boxed_tick gone(std::move(work_)); }
+
+        Work& work() const noexcept { return work_.get(); }
+
+    private:
+        async_task* t_; // only while it is being posted
+        boxed_tick work_;
+    };
+
     // Installed in the handler's slot; may run on any thread. The slot may drop it before the
     // operation completes (its signal is reused): the operation then has no slot to clear.
     class cancellation_handler
@@ -602,7 +646,7 @@ private:
         : base(opts.kind,
                opts.held ? 2 : 1,
                pool_access::owner_number(pool)), // the runner's [, held]
-          queued_completion(&run_queued), work_(std::forward<W>(work)),
+          queued_completion(&run_queued), work_(store_work(std::forward<W>(work))),
           handler_(std::in_place, std::forward<H>(handler)),
           // The service holds the I/O context's work while it counts this operation: from its
           // start until its completion is posted.
@@ -748,6 +792,8 @@ private:
         {
             if (work_on_pool_)
                 work_.reset();
+            else if constexpr (has_bound_tick)
+                send_tick_home();
             bound_work_.reset();
         }
         if (held_)
@@ -757,6 +803,34 @@ private:
         }
         else
             completion_due_ = true; // posted when the runner lets go: see destroy()
+    }
+
+    // A bound tick whose operation has ended goes back to its executor, and is destroyed there,
+    // if the node completes in another context: the node waits there for the handler, while the
+    // tick's own context (the scheduler's io_context, a connection's strand of it) may be
+    // destroyed, which a strand the tick holds must not outlive. Posted, not destroyed here: this
+    // thread may be inside the pool, which the tick may hold the last reference to. If it cannot
+    // be posted (no memory; its context is shutting down), it goes with the node.
+    void send_tick_home() noexcept
+    {
+        if (!work_)
+            return; // it went with its context's other handlers (see bound_tick)
+        boost::asio::execution_context& home = boost::asio::query(
+            boost::asio::get_associated_executor(stored_work()), boost::asio::execution::context);
+        if (&home == &handler_work_->handler_context())
+            return; // it goes with the node, in its own context
+        const posting_tick posting(&stored_work());
+        try
+        {
+            // Every copy of the executor goes inside, as in run().
+            scheduler_service<Clock>::post_to(home, nullptr, [&] {
+                tick_disposal disposal(*this);
+                boost::asio::post(boost::asio::get_associated_executor(disposal.work()),
+                                  std::move(disposal));
+            });
+        }
+        catch (...) // out of memory: a disposal destroyed as it was posted went back into the node
+        {}          // (a strand may keep it queued instead, and destroy it with its others)
     }
 
     // Posts the completion, now or, if this thread is inside an owner_link's finish_run() or
@@ -949,22 +1023,31 @@ private:
         }
     }
 
-    // The work; one bound to the pool is there until destroy_body().
+    // The work; one bound to the pool is there until destroy_body(), and a bound tick until then
+    // or until it is sent home (see send_tick_home()).
     Work& stored_work() noexcept
     {
-        if constexpr (has_bound_work)
+        if constexpr (has_bound_tick)
+            return work_->get();
+        else if constexpr (has_bound_work)
             return *work_;
         else
             return work_;
     }
 
+    template <class W>
+    static work_storage store_work(W&& work)
+    {
+        if constexpr (has_bound_tick)
+            return work_storage(std::in_place, recycling_allocator<void>(), std::forward<W>(work));
+        else
+            return work_storage(std::forward<W>(work));
+    }
+
     // Goes with the node, outside the pool (it may hold the pool's last reference); one bound to
-    // the pool goes as the outcome settles (see destroy_body()). A wait has none.
-    [[no_unique_address]] std::conditional_t<
-        is_wait,
-        no_work,
-        std::conditional_t<has_bound_work, std::optional<Work>, Work>>
-        work_;
+    // the pool goes as the outcome settles (see destroy_body()), and a bound tick may be sent
+    // home then. A wait has none.
+    [[no_unique_address]] work_storage work_;
     std::optional<Handler> handler_; // gone early if a deadline keeps the node: see abandon()
     // Until the completion leaves for the handler, or is abandoned.
     std::optional<handler_work<Handler, IoExecutor>> handler_work_;

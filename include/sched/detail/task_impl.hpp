@@ -168,6 +168,10 @@ public:
         local();
     }
 
+    // The function, until it is called or moved from.
+    F& get() const noexcept { return *f_; }
+    explicit operator bool() const noexcept { return f_ != nullptr; }
+
 private:
     void free() noexcept
     {
