@@ -93,7 +93,9 @@ using periodic_signature = void(std::exception_ptr, std::size_t);
  * std::allocator) and is freed before the handler runs; handlers may be move-only. The work (or
  * tick) goes with that memory, so it may hold the pool's last reference; unless it is bound to
  * the pool itself (its executor, or a strand of it): then it goes as its operation ends, on the
- * thread that ends it, while the pool is there, and must not own the pool.
+ * thread that ends it, while the pool is there, and must not own the pool. A tick bound to an
+ * executor in another context than the handler's goes back to that executor as its operation
+ * ends, and is destroyed there (docs/asio.md, Periodic ticks on a strand).
  *
  * When memory runs out, an initiating function that cannot start its operation throws
  * std::bad_alloc, and its handler is destroyed unrun, as for any initiation that throws. An
