@@ -550,7 +550,7 @@ auto basic_delayed_work_queue<Clock>::due_time(const node& task) const noexcept
 
 template <class Clock>
 template <class Self, class Found>
-bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found found) noexcept
+bool basic_delayed_work_queue<Clock>::locate(Self& self, const node& task, Found&& found) noexcept
 {
     // A far task while the tier is open: under its shard's lock only.
     if (const std::size_t number = far_number(task); number != 0)
