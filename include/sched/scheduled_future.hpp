@@ -125,7 +125,7 @@ public:
      */
     bool cancel(bool may_interrupt_if_running = false)
     {
-        return checked().cancel(may_interrupt_if_running);
+        return checked().cancel(may_interrupt_if_running, true);
     }
 
     /// Whether the task has completed in any way (normally, exceptionally or by cancellation).

@@ -414,7 +414,8 @@ private:
     static constexpr std::chrono::milliseconds lazy_requeue_horizon{10};
     // The runner is done with the task: frees its body and drops the reference. Touches
     // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
-    static void retire(task_ptr t) noexcept;
+    // `caller_holds`: this thread holds another reference until it returns.
+    static void retire(task_ptr t, bool caller_holds = false) noexcept;
     // The same for a task that will not run again, cancelling it first if it is still pending.
     void retire_cancelled(task_ptr t) noexcept;
 
@@ -423,11 +424,11 @@ private:
     bool keeps_after_shutdown(const task_type& t, time_point due) const noexcept;
     bool removes_cancelled(const task_type& t) const noexcept;
     bool belongs_in_queue(const task_type& t) const noexcept;
-    void on_cancelled(task_type& t) noexcept override;
+    void on_cancelled(task_type& t, bool caller_holds) noexcept override;
     // Takes the cancelled task `t` out of the queue if the policies say so, calls then(), and
     // only then retires it if it took it: then() may end a cancel that a holder waits for.
     template <class Then>
-    void take_out_cancelled(task_type& t, Then then) noexcept;
+    void take_out_cancelled(task_type& t, Then then, bool caller_holds = false) noexcept;
     // Counts one more task held outside the queue, or tracked executor (even once the pool has
     // gone idle after shutdown: finish_pending() gives it back all the same).
     void take_pending() noexcept;

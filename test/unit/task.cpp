@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <semaphore>
@@ -34,8 +35,9 @@ using task_type = sched::detail::task<clock_type>;
 class holding_owner final : public sched::detail::task_owner<clock_type>
 {
 public:
-    void on_cancelled(task_type& t) noexcept override
+    void on_cancelled(task_type& t, bool caller_holds) noexcept override
     {
+        told_caller_holds.store(caller_holds);
         told.increment();
         may_go_on.acquire();
         t.end_cancel();
@@ -51,6 +53,7 @@ public:
     bool may_run(const task_type&) const noexcept override { return true; }
 
     counter told;
+    std::atomic<bool> told_caller_holds{false};
     std::binary_semaphore may_go_on{0};
     // The number its tasks name it by.
     const sched::detail::registered_owner registration{
@@ -62,13 +65,24 @@ struct nothing
     void operator()() const {}
 };
 
-// A one-shot task owned by `owner`, with one reference: the test's.
-task_type* make_task(const holding_owner& owner)
+// A one-shot task owned by `owner`, with `refs` references: the test's.
+task_type* make_task(const holding_owner& owner, std::uint32_t refs = 1)
 {
     using impl = sched::detail::task_impl<nothing, void, clock_type, false>;
     return impl::create({}, nothing{}, sched::detail::period_kind::one_shot,
-                        sched::detail::no_schedule{}, 1, owner.registration.number());
+                        sched::detail::no_schedule{}, refs, owner.registration.number());
 }
+
+// A callable that counts the copies of itself alive.
+struct counted_callable
+{
+    explicit counted_callable(std::atomic<int>& live) : live(&live) { live.fetch_add(1); }
+    counted_callable(const counted_callable& other) : live(other.live) { live->fetch_add(1); }
+    counted_callable& operator=(const counted_callable&) = delete;
+    ~counted_callable() { live->fetch_sub(1); }
+    void operator()() const {}
+    std::atomic<int>* live;
+};
 
 } // namespace
 
@@ -176,6 +190,47 @@ BOOST_AUTO_TEST_CASE(only_the_first_cancel_wins_and_tells_the_owner)
     BOOST_TEST(owner.told.value() == 1);
     BOOST_TEST((t->state() == future_state::interrupted));
     t->release();
+}
+
+BOOST_AUTO_TEST_CASE(the_owner_learns_whether_the_canceller_holds_a_reference)
+{
+    for (const bool holds : {false, true})
+    {
+        holding_owner owner;
+        task_type* t = make_task(owner);
+        owner.may_go_on.release();
+        BOOST_TEST(t->cancel(false, holds));
+        BOOST_TEST(owner.told.value() == 1);
+        BOOST_TEST(owner.told_caller_holds.load() == holds);
+        t->release();
+    }
+}
+
+// What a pool does with the queue's reference to a task that a future's cancel took out.
+BOOST_AUTO_TEST_CASE(a_reference_released_beside_its_holders_own_leaves_every_other_holder)
+{
+    using impl = sched::detail::task_impl<counted_callable, void, clock_type, false>;
+    for (const std::uint32_t refs : {2u, 3u})
+    {
+        holding_owner owner;
+        std::atomic<int> live{0};
+        task_type* t =
+            impl::create({}, counted_callable(live), sched::detail::period_kind::one_shot,
+                         sched::detail::no_schedule{}, refs, owner.registration.number());
+        BOOST_TEST_REQUIRE(live.load() == 1);
+        t->release_beside_own();
+        // One reference fewer, and the task still there for the others.
+        BOOST_TEST(t->held_elsewhere() == (refs == 3u));
+        BOOST_TEST(live.load() == 1);
+        if (refs == 3u)
+        {
+            t->release();
+            BOOST_TEST(!t->held_elsewhere());
+            BOOST_TEST(live.load() == 1);
+        }
+        t->release(); // the last: the task goes, with its callable
+        BOOST_TEST(live.load() == 0);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

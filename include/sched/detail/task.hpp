@@ -55,8 +55,9 @@ public:
     // Called by t.cancel() on the cancelling thread, with t in its transient state: whoever holds
     // t waits for that state to end before letting go of it (see task::await_canceller()). Must
     // end it (t.end_cancel()) once it touches nothing of the owner's any more, and before it lets
-    // go of t.
-    virtual void on_cancelled(task<Clock>& t) noexcept = 0;
+    // go of t. `caller_holds`: the cancelling thread holds a reference of its own until the call
+    // returns (see task::release_beside_own()).
+    virtual void on_cancelled(task<Clock>& t, bool caller_holds) noexcept = 0;
 
     // A detached run has ended: takes back the runner's reference to `t`, which is not queued.
     virtual void finish_run(task<Clock>& t, std::exception_ptr error) noexcept = 0;
@@ -91,6 +92,17 @@ public:
         if (refs_.load(std::memory_order_acquire) == 1 ||
             refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
             destroy();
+    }
+
+    // Lets go of a reference held beside another of the same thread's, which outlives the call:
+    // with no holder but that thread, no other can add one, and the count drops by a plain store.
+    void release_beside_own() noexcept
+    {
+        assert(refs_.load(std::memory_order_relaxed) >= 2);
+        if (refs_.load(std::memory_order_acquire) == 2)
+            refs_.store(1, std::memory_order_release);
+        else
+            refs_.fetch_sub(1, std::memory_order_acq_rel);
     }
 
     // Runner only: whether anything besides the runner (a future, a handle) still holds the task.
@@ -157,7 +169,8 @@ public:
     // pending → cancelling → cancelled, or pending → interrupting → interrupted (then a running
     // body that takes a std::stop_token sees stop requested). Wakes waiters, then tells the
     // owner, which ends the transient state. Interrupting needs a reference to the task.
-    bool cancel(bool may_interrupt) noexcept
+    // `caller_holds`: the caller holds a reference until this returns (a future does).
+    bool cancel(bool may_interrupt, bool caller_holds = false) noexcept
     {
         future_state expected = future_state::pending;
         if (!state_.compare_exchange_strong(expected, may_interrupt ? future_state::interrupting
@@ -170,7 +183,7 @@ public:
             // Still registered: the owner disowns the task before it goes, and waits for this.
             void* const found = owner_registry::find(owner);
             assert(found != nullptr);
-            static_cast<task_owner<Clock>*>(found)->on_cancelled(*this);
+            static_cast<task_owner<Clock>*>(found)->on_cancelled(*this, caller_holds);
             // Without a reference, the task may be gone now.
         }
         else

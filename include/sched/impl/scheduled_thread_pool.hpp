@@ -706,11 +706,14 @@ void basic_scheduled_thread_pool<Clock>::requeue(task_ptr t, time_point due) noe
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::retire(task_ptr t) noexcept
+void basic_scheduled_thread_pool<Clock>::retire(task_ptr t, bool caller_holds) noexcept
 {
     t->await_canceller(); // one still inside on_cancelled() keeps the pool
     t->release_body();
-    t.reset();
+    if (caller_holds)
+        t.detach()->release_beside_own();
+    else
+        t.reset();
 }
 
 template <class Clock>
@@ -767,16 +770,19 @@ bool basic_scheduled_thread_pool<Clock>::belongs_in_queue(const task_type& t) co
 }
 
 template <class Clock>
-void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t) noexcept
+void basic_scheduled_thread_pool<Clock>::on_cancelled(task_type& t, bool caller_holds) noexcept
 {
     // Called by cancel() on any thread. Until t's cancel ends, the pool is still there: the
     // queue holds t (and whoever takes it out waits), or a runner does and waits.
-    take_out_cancelled(t, [&]() noexcept { t.end_cancel(); });
+    take_out_cancelled(
+        t, [&]() noexcept { t.end_cancel(); }, caller_holds);
 }
 
 template <class Clock>
 template <class Then>
-void basic_scheduled_thread_pool<Clock>::take_out_cancelled(task_type& t, Then then) noexcept
+void basic_scheduled_thread_pool<Clock>::take_out_cancelled(task_type& t,
+                                                            Then then,
+                                                            bool caller_holds) noexcept
 {
     // It may be the last task of a shut-down pool: whether the pool is then idle is decided as
     // it leaves the queue, since from then on another thread may find the pool idle, let the
@@ -789,7 +795,7 @@ void basic_scheduled_thread_pool<Clock>::take_out_cancelled(task_type& t, Then t
     });
     then();
     if (taken)
-        retire(task_ptr(&t, false));
+        retire(task_ptr(&t, false), caller_holds);
     idle.request_stop();
 }
 
