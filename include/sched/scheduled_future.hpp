@@ -120,12 +120,20 @@ public:
      * @p may_interrupt_if_running, a running task that takes a std::stop_token sees stop
      * requested (interruption is cooperative).
      *
+     * The callable that the cancel frees may own what holds this future: the future is not
+     * touched once the cancel has begun, so the call may destroy it.
+     *
      * @returns true if this call cancelled the task; false if it had already completed or been
      * cancelled, in which case nothing changes.
      */
     bool cancel(bool may_interrupt_if_running = false)
     {
-        return checked().cancel(may_interrupt_if_running, true);
+        task_type& t = checked();
+        if (!may_interrupt_if_running)
+            return t.cancel(false, true);
+        // The stop is requested once the cancel has ended, when this future may be gone.
+        const boost::intrusive_ptr<task_type> keep(&t);
+        return t.cancel(true, true);
     }
 
     /// Whether the task has completed in any way (normally, exceptionally or by cancellation).

@@ -414,7 +414,8 @@ private:
     static constexpr std::chrono::milliseconds lazy_requeue_horizon{10};
     // The runner is done with the task: frees its body and drops the reference. Touches
     // nothing of the pool's, which may be gone by the time it returns (see on_cancelled()).
-    // `caller_holds`: this thread holds another reference until it returns.
+    // `caller_holds`: this thread holds another reference until it returns, unless the body's
+    // destruction lets go of it.
     static void retire(task_ptr t, bool caller_holds = false) noexcept;
     // The same for a task that will not run again, cancelling it first if it is still pending.
     void retire_cancelled(task_ptr t) noexcept;

@@ -287,6 +287,27 @@ BOOST_AUTO_TEST_CASE(copies_share_the_task)
     BOOST_TEST(moved.is_cancelled());
 }
 
+// A connection that holds its timeout's future, kept alive by nothing but the timeout's own
+// callable: cancelling the timeout destroys the callable, and with it the future being cancelled.
+// The task goes with its last reference: a sanitizer sees a leak or a use after free.
+BOOST_AUTO_TEST_CASE(a_future_that_its_own_callable_keeps_may_be_cancelled)
+{
+    struct connection
+    {
+        manual_future<void> timeout;
+    };
+    for (const bool interrupt : {false, true})
+    {
+        auto owner = std::make_shared<connection>();
+        const std::weak_ptr<connection> watch = owner;
+        connection* const raw = owner.get();
+        raw->timeout = pool.schedule(5s, [owner] {});
+        owner.reset();
+        BOOST_TEST(raw->timeout.cancel(interrupt));
+        BOOST_TEST(watch.expired());
+    }
+}
+
 BOOST_AUTO_TEST_CASE(an_empty_future_throws_no_state)
 {
     manual_future<int> empty;

@@ -197,11 +197,12 @@ BOOST_AUTO_TEST_CASE(the_owner_learns_whether_the_canceller_holds_a_reference)
     for (const bool holds : {false, true})
     {
         holding_owner owner;
-        task_type* t = make_task(owner);
+        task_type* t = make_task(owner, 2); // the test's reference and the queue's, say
         owner.may_go_on.release();
         BOOST_TEST(t->cancel(false, holds));
         BOOST_TEST(owner.told.value() == 1);
         BOOST_TEST(owner.told_caller_holds.load() == holds);
+        t->release();
         t->release();
     }
 }
@@ -231,6 +232,26 @@ BOOST_AUTO_TEST_CASE(a_reference_released_beside_its_holders_own_leaves_every_ot
         t->release(); // the last: the task goes, with its callable
         BOOST_TEST(live.load() == 0);
     }
+}
+
+// Whether the pool may take the caller's reference to be still there after release_body().
+BOOST_AUTO_TEST_CASE(a_body_goes_quietly_if_its_destructor_is_trivial_or_it_has_gone)
+{
+    holding_owner owner;
+    task_type* trivial = make_task(owner);
+    BOOST_TEST(trivial->body_goes_quietly());
+    trivial->release();
+
+    using impl = sched::detail::task_impl<counted_callable, void, clock_type, false>;
+    std::atomic<int> live{0};
+    task_type* counted =
+        impl::create({}, counted_callable(live), sched::detail::period_kind::one_shot,
+                     sched::detail::no_schedule{}, 1, owner.registration.number());
+    BOOST_TEST(!counted->body_goes_quietly());
+    counted->release_body();
+    BOOST_TEST(live.load() == 0);
+    BOOST_TEST(counted->body_goes_quietly());
+    counted->release();
 }
 
 BOOST_AUTO_TEST_SUITE_END()

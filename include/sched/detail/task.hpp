@@ -102,7 +102,7 @@ public:
         if (refs_.load(std::memory_order_acquire) == 2)
             refs_.store(1, std::memory_order_release);
         else
-            refs_.fetch_sub(1, std::memory_order_acq_rel);
+            release(); // (a count of 1 would break the promise: the task goes, as it should)
     }
 
     // Runner only: whether anything besides the runner (a future, a handle) still holds the task.
@@ -169,7 +169,8 @@ public:
     // pending → cancelling → cancelled, or pending → interrupting → interrupted (then a running
     // body that takes a std::stop_token sees stop requested). Wakes waiters, then tells the
     // owner, which ends the transient state. Interrupting needs a reference to the task.
-    // `caller_holds`: the caller holds a reference until this returns (a future does).
+    // `caller_holds`: the caller holds a reference until this returns (a future does, whose
+    // object nothing copies from meanwhile, as for any call that changes an object).
     bool cancel(bool may_interrupt, bool caller_holds = false) noexcept
     {
         future_state expected = future_state::pending;
@@ -306,6 +307,10 @@ public:
         return nullptr;
     }
 
+    // Runner only: whether release_body() runs no code of the user's (the body is gone already,
+    // or its destructor is trivial: a callable that captures pointers, say).
+    bool body_goes_quietly() const noexcept { return body_released_ || trivial_body_; }
+
     // Runner only, once it will not run the body again: destroys the body now, so that what it
     // captured is freed even while futures keep the task's state alive (Java nulls the callable).
     // A task with a completion handler delivers its outcome to the handler here.
@@ -383,6 +388,9 @@ protected:
 
     bool body_released() const noexcept { return body_released_; }
 
+    // Before the task is queued: destroying its body runs no code (see body_goes_quietly()).
+    void note_trivial_body() noexcept { trivial_body_ = true; }
+
 private:
     // Just cancelled, before waiters and the owner are told.
     virtual void note_cancelled() noexcept {}
@@ -429,6 +437,7 @@ private:
     bool body_released_ : 1 = false; // runner only
     bool shut_down_ : 1 = false;     // runner only
     bool unobserved_ : 1 = false;    // set before the task is queued
+    bool trivial_body_ : 1 = false;  // set before the task is queued
     mutable std::atomic<std::uint16_t> owner_word_;
 };
 

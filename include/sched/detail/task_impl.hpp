@@ -352,6 +352,8 @@ private:
         : result_task<R, Clock>(kind, refs, owner), schedule_(schedule), alloc_(alloc)
     {
         ::new (static_cast<void*>(&storage_.body)) F(std::forward<G>(body));
+        if constexpr (std::is_trivially_destructible_v<F>)
+            this->note_trivial_body();
     }
 
     ~task_impl() override

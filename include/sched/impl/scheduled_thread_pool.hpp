@@ -709,8 +709,12 @@ template <class Clock>
 void basic_scheduled_thread_pool<Clock>::retire(task_ptr t, bool caller_holds) noexcept
 {
     t->await_canceller(); // one still inside on_cancelled() keeps the pool
+    // The caller's reference is still there if nothing but the library's code runs between its
+    // cancel() and the release: the body's destructor may let go of it (a callable that keeps
+    // alive what holds the very future being cancelled).
+    const bool beside_own = caller_holds && t->body_goes_quietly();
     t->release_body();
-    if (caller_holds)
+    if (beside_own)
         t.detach()->release_beside_own();
     else
         t.reset();
