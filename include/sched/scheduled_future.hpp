@@ -128,12 +128,7 @@ public:
      */
     bool cancel(bool may_interrupt_if_running = false)
     {
-        task_type& t = checked();
-        if (!may_interrupt_if_running)
-            return t.cancel(false, true);
-        // The stop is requested once the cancel has ended, when this future may be gone.
-        const boost::intrusive_ptr<task_type> keep(&t);
-        return t.cancel(true, true);
+        return checked().cancel(may_interrupt_if_running, true);
     }
 
     /// Whether the task has completed in any way (normally, exceptionally or by cancellation).

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <future>
+#include <latch>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -305,6 +306,31 @@ BOOST_AUTO_TEST_CASE(a_future_that_its_own_callable_keeps_may_be_cancelled)
         owner.reset();
         BOOST_TEST(raw->timeout.cancel(interrupt));
         BOOST_TEST(watch.expired());
+    }
+}
+
+// Two threads cancel one future object at once (its thread safety allows it), one of them
+// interrupting: one wins, and the task goes once, with the future's reference (a sanitizer checks
+// that nothing is freed twice or leaked).
+BOOST_AUTO_TEST_CASE(two_threads_cancelling_one_future_object_let_go_of_the_task_once,
+                     *boost::unit_test::timeout(120))
+{
+    for (int i = 0; i < 500; ++i)
+    {
+        auto f = pool.schedule(5s, [] {});
+        std::atomic<int> won{0};
+        std::latch start(2);
+        {
+            const auto cancel = [&](bool interrupt) {
+                start.arrive_and_wait();
+                if (f.cancel(interrupt))
+                    won.fetch_add(1);
+            };
+            std::jthread a(cancel, false);
+            std::jthread b(cancel, true);
+        }
+        BOOST_TEST_REQUIRE(won.load() == 1);
+        BOOST_TEST_REQUIRE(f.is_cancelled());
     }
 }
 

@@ -55,8 +55,8 @@ public:
     // Called by t.cancel() on the cancelling thread, with t in its transient state: whoever holds
     // t waits for that state to end before letting go of it (see task::await_canceller()). Must
     // end it (t.end_cancel()) once it touches nothing of the owner's any more, and before it lets
-    // go of t. `caller_holds`: the cancelling thread holds a reference of its own until the call
-    // returns (see task::release_beside_own()).
+    // go of t. `caller_holds`: the cancelling thread holds a reference of its own, which nothing
+    // but the body's destructor may let go of during the call (see task::release_beside_own()).
     virtual void on_cancelled(task<Clock>& t, bool caller_holds) noexcept = 0;
 
     // A detached run has ended: takes back the runner's reference to `t`, which is not queued.
@@ -102,7 +102,7 @@ public:
         if (refs_.load(std::memory_order_acquire) == 2)
             refs_.store(1, std::memory_order_release);
         else
-            release(); // (a count of 1 would break the promise: the task goes, as it should)
+            release(); // the last only if a caller broke the promise (asserted above)
     }
 
     // Runner only: whether anything besides the runner (a future, a handle) still holds the task.
@@ -169,14 +169,18 @@ public:
     // pending → cancelling → cancelled, or pending → interrupting → interrupted (then a running
     // body that takes a std::stop_token sees stop requested). Wakes waiters, then tells the
     // owner, which ends the transient state. Interrupting needs a reference to the task.
-    // `caller_holds`: the caller holds a reference until this returns (a future does, whose
-    // object nothing copies from meanwhile, as for any call that changes an object).
+    // `caller_holds`: the caller holds a reference, which nothing but the body's destructor lets
+    // go of or copies during the call (a future does: see on_cancelled()).
     bool cancel(bool may_interrupt, bool caller_holds = false) noexcept
     {
         future_state expected = future_state::pending;
         if (!state_.compare_exchange_strong(expected, may_interrupt ? future_state::interrupting
                                                                     : future_state::cancelling))
             return false;
+        // The stop is requested once the cancel has ended, which may have let go of the caller's
+        // reference (the body kept alive what held it): the cancel that won keeps its own.
+        if (may_interrupt)
+            add_ref();
         note_cancelled();
         wake_waiters();
         if (const auto owner = owner_registry::number(owner_word_.load() >> owner_shift))
@@ -192,7 +196,10 @@ public:
         // Only once the cancel has ended: a stop callback may shut the pool down or destroy it,
         // which waits for cancels under way.
         if (may_interrupt)
+        {
             request_stop();
+            release();
+        }
         return true;
     }
 
