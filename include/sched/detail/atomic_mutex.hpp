@@ -1,19 +1,41 @@
 #ifndef SCHED_DETAIL_ATOMIC_MUTEX_HPP
 #define SCHED_DETAIL_ATOMIC_MUTEX_HPP
 
+#include <sched/detail/asymmetric_fence.hpp>
 #include <sched/detail/visibility.hpp>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 
 SCHED_VISIBILITY_BEGIN
 
 namespace sched::detail {
 
-// The queue's lock: an inline compare-and-swap when free (std::mutex costs a call into
-// pthread_mutex_lock and unlock, about 100 instructions per pair, on a path taken twice per
-// cancel-and-rearm), else blocking through std::atomic::wait (a futex on Linux).
-// The three states are Drepper's "Futexes Are Tricky" mutex: unlocked, locked, locked with
-// waiters (so that unlocking wakes somebody only if somebody may be asleep).
+// How many threads sleep, or are about to, on the library's locks, counted by the lock's address
+// (locks that share a count wake each other for nothing, rarely): a lock's unlock reads its count
+// without touching the lock. A forked child, whose one thread waits on none, starts from zero.
+struct alignas(64) lock_waiter_count
+{
+    std::atomic<int> threads{0};
+};
+
+inline constexpr std::size_t lock_waiter_counts = 64;
+extern lock_waiter_count lock_waiters[lock_waiter_counts];
+
+inline std::atomic<int>& lock_waiters_for(const void* lock) noexcept
+{
+    const auto address = reinterpret_cast<std::uintptr_t>(lock);
+    return lock_waiters[((address >> 6) ^ (address >> 12)) % lock_waiter_counts].threads;
+}
+
+// The library's lock. Taking it when free is an inline compare-and-swap (std::mutex costs a call
+// into pthread_mutex_lock and unlock, about 100 instructions a pair, on a path taken twice per
+// cancel-and-rearm); freeing it when nobody waits is a plain store, with no locked instruction to
+// wait for the stores before it (where the system has the heavy fence of asymmetric_fence.hpp;
+// else an exchange); a thread that finds it taken sleeps on a futex. Constant-initialized and
+// trivially destructible; as with a POSIX mutex, a thread that takes it may destroy it while the
+// thread that freed it is still in unlock().
 class atomic_mutex
 {
 public:
@@ -23,40 +45,43 @@ public:
 
     void lock() noexcept
     {
-        int expected = unlocked;
-        if (!state_.compare_exchange_strong(expected, locked, std::memory_order_acquire))
-            lock_contended(expected);
+        if (!try_lock())
+            lock_contended();
     }
 
     bool try_lock() noexcept
     {
         int expected = unlocked;
-        return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire);
+        return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
+                                              std::memory_order_relaxed);
     }
 
     void unlock() noexcept
     {
-        if (state_.exchange(unlocked, std::memory_order_release) == contended)
-            state_.notify_one();
+        std::atomic<int>& waiters = lock_waiters_for(this);
+        std::atomic<int>* const word = &state_;
+        if (asymmetric_fences.load(std::memory_order_relaxed) ==
+            asymmetric_fence_support::available)
+        {
+            word->store(unlocked, std::memory_order_release);
+            light_fence();
+        }
+        else
+        {
+            (void)word->exchange(unlocked, std::memory_order_seq_cst);
+        }
+        if (waiters.load(std::memory_order_seq_cst) != 0)
+            wake_one(word); // no access to *this: it may be gone
     }
 
 private:
     static constexpr int unlocked = 0;
     static constexpr int locked = 1;
-    static constexpr int contended = 2;
 
-    void lock_contended(int seen) noexcept
-    {
-        // No spinning: measured with two producers on one queue, sleeping at once (as glibc's
-        // default mutex does) lets the owner run uncontended and beats every spin count tried.
-        if (seen != contended)
-            seen = state_.exchange(contended, std::memory_order_acquire);
-        while (seen != unlocked)
-        {
-            state_.wait(contended, std::memory_order_relaxed);
-            seen = state_.exchange(contended, std::memory_order_acquire);
-        }
-    }
+    // No spinning: measured with two producers on one queue, sleeping at once (as glibc's
+    // default mutex does) lets the owner run uncontended and beats every spin count tried.
+    void lock_contended() noexcept;
+    static void wake_one(std::atomic<int>* word) noexcept;
 
     std::atomic<int> state_{unlocked};
 };
