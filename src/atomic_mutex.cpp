@@ -1,4 +1,5 @@
 #include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/spin_wait.hpp>
 
 #include <pthread.h>
 #if defined(__linux__)
@@ -13,6 +14,11 @@ namespace sched::detail {
 lock_waiter_count lock_waiters[lock_waiter_counts];
 
 namespace {
+
+// How many times a thread that finds the lock taken looks again, a cpu_relax() apart (about 1 to
+// 10 µs, by the processor), before it sleeps: holds are short, and going to sleep costs a heavy
+// fence (tens of µs under a hypervisor, which must interrupt another core) and two system calls.
+constexpr int looks_before_sleeping = 128;
 
 #if defined(__linux__)
 int* futex_word(std::atomic<int>* word) noexcept
@@ -68,6 +74,12 @@ __attribute__((init_priority(101))) const fork_handler handler;
 
 void atomic_mutex::lock_contended() noexcept
 {
+    for (int i = 0; i < looks_before_sleeping; ++i)
+    {
+        cpu_relax();
+        if (state_.load(std::memory_order_relaxed) == unlocked && try_lock())
+            return;
+    }
     std::atomic<int>& waiters = lock_waiters_for(this);
     waiters.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst); // the count, then the lock's word

@@ -83,9 +83,10 @@ BOOST_AUTO_TEST_CASE(threads_that_contend_each_get_the_lock_alone)
     BOOST_TEST(lock_waiters_for(&mutex).load() == 0);
 }
 
-// Each round, one thread frees the lock while the other is on its way to sleep on it, or asleep
-// (the free comes after a varying spin): that one unlock must wake it, since no other follows
-// until it has the lock. A wake-up missed leaves the round unfinished.
+// Each round, one thread frees the lock while the other polls it, is on its way to sleep on it,
+// or sleeps (every other round, the free waits until the other is counted as a waiter; then comes
+// after a varying spin): that one unlock must wake it, since no other follows until it has the
+// lock. A wake-up missed leaves the round unfinished.
 BOOST_AUTO_TEST_CASE(every_unlock_wakes_a_thread_that_came_to_sleep_on_the_lock)
 {
     constexpr int rounds = 10'000;
@@ -112,6 +113,9 @@ BOOST_AUTO_TEST_CASE(every_unlock_wakes_a_thread_that_came_to_sleep_on_the_lock)
         held = true;
         while (trying.load() != round)
             std::this_thread::yield();
+        if (round % 2 == 0) // past its polling: about to sleep, or asleep
+            while (lock_waiters_for(&mutex).load() == 0)
+                std::this_thread::yield();
         spin(static_cast<unsigned>(round % 64) * 50U);
         mutex.unlock();
         if (!sched::test::eventually([&] { return got.load() == round; }))

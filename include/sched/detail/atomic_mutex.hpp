@@ -33,9 +33,9 @@ inline std::atomic<int>& lock_waiters_for(const void* lock) noexcept
 // into pthread_mutex_lock and unlock, about 100 instructions a pair, on a path taken twice per
 // cancel-and-rearm); freeing it when nobody waits is a plain store, with no locked instruction to
 // wait for the stores before it (where the system has the heavy fence of asymmetric_fence.hpp;
-// else an exchange); a thread that finds it taken sleeps on a futex. Constant-initialized and
-// trivially destructible; as with a POSIX mutex, a thread that takes it may destroy it while the
-// thread that freed it is still in unlock().
+// else an exchange); a thread that finds it taken polls it briefly, then sleeps on a futex.
+// Constant-initialized and trivially destructible; as with a POSIX mutex, a thread that takes it
+// may destroy it while the thread that freed it is still in unlock().
 class atomic_mutex
 {
 public:
@@ -78,8 +78,6 @@ private:
     static constexpr int unlocked = 0;
     static constexpr int locked = 1;
 
-    // No spinning: measured with two producers on one queue, sleeping at once (as glibc's
-    // default mutex does) lets the owner run uncontended and beats every spin count tried.
     void lock_contended() noexcept;
     static void wake_one(std::atomic<int>* word) noexcept;
 
