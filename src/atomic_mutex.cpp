@@ -15,7 +15,7 @@ lock_waiter_count lock_waiters[lock_waiter_counts];
 
 namespace {
 
-// How many times a thread that finds the lock taken looks again, a cpu_relax() apart (about 1 to
+// How many times a thread that finds the lock taken looks again, a cpu_relax() apart (about 0.2 to
 // 10 µs, by the processor), before it sleeps: holds are short, and going to sleep costs a heavy
 // fence (tens of µs under a hypervisor, which must interrupt another core) and two system calls.
 constexpr int looks_before_sleeping = 128;

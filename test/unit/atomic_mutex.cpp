@@ -36,7 +36,7 @@ struct contention_result
 };
 
 // `threads` threads each take the lock `rounds` times and add one to a plain counter; every 16th
-// hold yields, so that the others find the lock taken and go to sleep on it.
+// hold yields, so that the others find the lock taken, and poll it or sleep on it.
 contention_result contend(atomic_mutex& mutex, int threads, int rounds)
 {
     std::uint64_t count = 0;
@@ -64,11 +64,71 @@ contention_result contend(atomic_mutex& mutex, int threads, int rounds)
     return {count, contended.load()};
 }
 
-void spin(unsigned iterations)
+// Each round, this thread frees the lock while another polls it, is on its way to sleep on it,
+// or sleeps: every other round, the free waits until the other is counted as a waiter; the
+// others come from 0 to 16 µs after it called lock(), across its polling and its count. That one
+// unlock must wake it: no other follows until it has the lock. Returns how many rounds ended, up
+// to the first whose waiter was not woken (it is then woken, and the test ends).
+int rounds_woken(int rounds)
 {
-    for (unsigned i = 0; i < iterations; ++i)
-        std::atomic_signal_fence(std::memory_order_seq_cst); // kept by the compiler
+    atomic_mutex mutex;
+    std::atomic<int> trying{-1}; // the round whose lock() the waiter is about to call
+    std::atomic<int> got{-1};    // the round in which the waiter had the lock
+    std::atomic<bool> held{false};
+    std::atomic<bool> given_up{false};
+    std::thread waiter([&] {
+        for (int round = 0; round < rounds; ++round)
+        {
+            if (!sched::test::eventually([&] { return held.load() || given_up.load(); }) ||
+                given_up.load())
+                return;
+            trying = round;
+            mutex.lock();
+            held = false;
+            got = round;
+            mutex.unlock();
+        }
+    });
+    int ended = 0;
+    for (int round = 0; round < rounds; ++round)
+    {
+        mutex.lock();
+        held = true;
+        bool ready = sched::test::eventually([&] { return trying.load() == round; });
+        if (round % 2 == 0) // past its polling: about to sleep, or asleep
+            ready = ready &&
+                    sched::test::eventually([&] { return lock_waiters_for(&mutex).load() != 0; });
+        else
+        {
+            const auto until =
+                std::chrono::steady_clock::now() + std::chrono::nanoseconds(250 * (round % 64));
+            while (std::chrono::steady_clock::now() < until)
+            {}
+        }
+        mutex.unlock();
+        if (!ready || !sched::test::eventually([&] { return got.load() == round; }))
+            break;
+        ++ended;
+    }
+    given_up = true;
+    mutex.lock(); // a waiter left asleep sees this unlock
+    mutex.unlock();
+    waiter.join();
+    return ended;
 }
+
+#if defined(__linux__)
+// Runs `check` in a forked child whose library sees the heavy fence as `fences`: the child's one
+// thread, holding no lock, may change that for the threads it then starts.
+template <class Check>
+bool in_child_with_fences(asymmetric_fence_support fences, Check check)
+{
+    return sched::test::in_child([&] {
+        sched::detail::asymmetric_fences.store(fences);
+        return check() ? 0 : 1;
+    });
+}
+#endif
 
 } // namespace
 
@@ -79,53 +139,13 @@ BOOST_AUTO_TEST_CASE(threads_that_contend_each_get_the_lock_alone)
     atomic_mutex mutex;
     const contention_result result = contend(mutex, 4, 20'000);
     BOOST_TEST(result.count == 4U * 20'000U);
-    BOOST_TEST(result.contended > 0U); // the sleeping path ran
+    BOOST_TEST(result.contended > 0U); // the others found it taken
     BOOST_TEST(lock_waiters_for(&mutex).load() == 0);
 }
 
-// Each round, one thread frees the lock while the other polls it, is on its way to sleep on it,
-// or sleeps (every other round, the free waits until the other is counted as a waiter; then comes
-// after a varying spin): that one unlock must wake it, since no other follows until it has the
-// lock. A wake-up missed leaves the round unfinished.
 BOOST_AUTO_TEST_CASE(every_unlock_wakes_a_thread_that_came_to_sleep_on_the_lock)
 {
-    constexpr int rounds = 10'000;
-    atomic_mutex mutex;
-    std::atomic<int> trying{-1}; // the round whose lock() the waiter is about to call
-    std::atomic<int> got{-1};    // the round in which the waiter had the lock
-    std::atomic<bool> held{false};
-    std::thread waiter([&] {
-        for (int round = 0; round < rounds; ++round)
-        {
-            while (!held.load())
-                std::this_thread::yield();
-            trying = round;
-            mutex.lock();
-            held = false;
-            got = round;
-            mutex.unlock();
-        }
-    });
-    int finished = 0;
-    for (int round = 0; round < rounds; ++round)
-    {
-        mutex.lock();
-        held = true;
-        while (trying.load() != round)
-            std::this_thread::yield();
-        if (round % 2 == 0) // past its polling: about to sleep, or asleep
-            while (lock_waiters_for(&mutex).load() == 0)
-                std::this_thread::yield();
-        spin(static_cast<unsigned>(round % 64) * 50U);
-        mutex.unlock();
-        if (!sched::test::eventually([&] { return got.load() == round; }))
-            break;
-        ++finished;
-    }
-    mutex.lock(); // a waiter left asleep sees this unlock
-    mutex.unlock();
-    waiter.join();
-    BOOST_TEST(finished == rounds);
+    BOOST_TEST(rounds_woken(10'000) == 10'000);
 }
 
 BOOST_AUTO_TEST_CASE(a_thread_asleep_on_the_lock_gets_it_when_it_is_freed)
@@ -137,7 +157,7 @@ BOOST_AUTO_TEST_CASE(a_thread_asleep_on_the_lock_gets_it_when_it_is_freed)
         std::lock_guard lock(mutex);
         taken = true;
     });
-    BOOST_TEST(sched::test::eventually([&] { return lock_waiters_for(&mutex).load() == 1; }));
+    BOOST_TEST(sched::test::eventually([&] { return lock_waiters_for(&mutex).load() != 0; }));
     BOOST_TEST(!sched::test::within(std::chrono::milliseconds(20), [&] { return taken.load(); }));
     mutex.unlock();
     BOOST_TEST(sched::test::eventually([&] { return taken.load(); }));
@@ -167,7 +187,7 @@ BOOST_AUTO_TEST_CASE(a_forked_child_counts_no_waiter_of_its_parents_and_keeps_th
         mutex.lock();
         mutex.unlock();
     });
-    BOOST_TEST(sched::test::eventually([&] { return lock_waiters_for(&mutex).load() == 1; }));
+    BOOST_TEST(sched::test::eventually([&] { return lock_waiters_for(&mutex).load() != 0; }));
     const bool fences =
         sched::detail::asymmetric_fences.load() == asymmetric_fence_support::available;
     BOOST_TEST(sched::test::in_child([&] {
@@ -183,14 +203,18 @@ BOOST_AUTO_TEST_CASE(a_forked_child_counts_no_waiter_of_its_parents_and_keeps_th
     waiter.join();
 }
 
-BOOST_AUTO_TEST_CASE(a_forked_childs_locks_wake_their_waiters,
+// Where the system has no heavy fence, every unlock exchanges the lock's word; before the library
+// has asked for it, the unlocks exchange and the sleeps are bounded. Either way, nobody is left
+// asleep.
+BOOST_AUTO_TEST_CASE(without_the_heavy_fence_every_sleeper_is_woken_too,
                      *boost::unit_test::precondition(sched::test::child_starts_threads))
 {
-    BOOST_TEST(sched::test::in_child([] {
-        atomic_mutex mutex;
-        const contention_result result = contend(mutex, 2, 5'000);
-        return result.count == 2U * 5'000U ? 0 : 1;
-    }));
+    for (const auto fences :
+         {asymmetric_fence_support::unavailable, asymmetric_fence_support::unknown})
+        BOOST_TEST(in_child_with_fences(fences, [] {
+            atomic_mutex mutex;
+            return contend(mutex, 2, 5'000).count == 2U * 5'000U && rounds_woken(2'000) == 2'000;
+        }));
 }
 #endif
 

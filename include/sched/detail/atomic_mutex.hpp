@@ -13,8 +13,9 @@ SCHED_VISIBILITY_BEGIN
 namespace sched::detail {
 
 // How many threads sleep, or are about to, on the library's locks, counted by the lock's address
-// (locks that share a count wake each other for nothing, rarely): a lock's unlock reads its count
-// without touching the lock. A forked child, whose one thread waits on none, starts from zero.
+// (a lock that shares its count with one slept on makes a futex call for nothing as it unlocks):
+// a lock's unlock reads its count without touching the lock. A forked child, whose one thread
+// waits on none, starts from zero. One table for the process: one copy of the library in it.
 struct alignas(64) lock_waiter_count
 {
     std::atomic<int> threads{0};
