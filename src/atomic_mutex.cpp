@@ -1,13 +1,8 @@
 #include <sched/detail/atomic_mutex.hpp>
+#include <sched/detail/futex.hpp>
 #include <sched/detail/spin_wait.hpp>
 
 #include <pthread.h>
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-#endif
 
 namespace sched::detail {
 
@@ -20,16 +15,8 @@ namespace {
 // fence (tens of µs under a hypervisor, which must interrupt another core) and two system calls.
 constexpr int looks_before_sleeping = 128;
 
-#if defined(__linux__)
-int* futex_word(std::atomic<int>* word) noexcept
-{
-    static_assert(sizeof(std::atomic<int>) == sizeof(int));
-    return reinterpret_cast<int*>(word);
-}
-#endif
-
 // Whether an unlock may still free the lock with a plain store and not see this thread, counted
-// as a waiter, before it sleeps: if so, its sleeps are bounded.
+// as a waiter, before it sleeps: if so, its sleeps last 1 ms at most.
 bool wake_up_may_be_missed() noexcept
 {
     const asymmetric_fence_support fences = asymmetric_fences.load(std::memory_order_relaxed);
@@ -40,20 +27,6 @@ bool wake_up_may_be_missed() noexcept
         return !heavy_fence(); // from here on, an unlock sees us counted or we see the lock freed
 #endif
     return true; // an unlock may yet find the fence available: the program is starting
-}
-
-// Sleeps while `word` holds `value`, or until woken (or 1 ms has passed, if `bounded`). Returns at
-// once if `word` no longer holds `value`.
-void sleep_while(std::atomic<int>& word, int value, bool bounded) noexcept
-{
-#if defined(__linux__)
-    const timespec timeout{0, 1'000'000};
-    (void)syscall(SYS_futex, futex_word(&word), FUTEX_WAIT_PRIVATE, value,
-                  bounded ? &timeout : nullptr, nullptr, 0);
-#else
-    (void)bounded; // the fence is never available here: no wake-up is missed
-    word.wait(value, std::memory_order_relaxed);
-#endif
 }
 
 // The forking thread was in none of the parent's lock_contended(), and is the child's only one.
@@ -83,27 +56,15 @@ void atomic_mutex::lock_contended() noexcept
     std::atomic<int>& waiters = lock_waiters_for(this);
     waiters.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst); // the count, then the lock's word
-    bool asked = false;
-    bool bounded = true;
-    while (!try_lock())
+    if (!try_lock())
     {
-        if (!asked) // once, before the first sleep: a thread woken again is counted already
-        {
-            asked = true;
-            bounded = wake_up_may_be_missed();
-        }
-        sleep_while(state_, locked, bounded);
+        // Asked once, before the first sleep: a thread woken again is counted already.
+        const std::uint64_t limit_ns = wake_up_may_be_missed() ? 1'000'000 : 0;
+        do
+            futex_wait(state_, locked, limit_ns);
+        while (!try_lock());
     }
     waiters.fetch_sub(1, std::memory_order_relaxed);
-}
-
-void atomic_mutex::wake_one(std::atomic<int>* word) noexcept
-{
-#if defined(__linux__)
-    (void)syscall(SYS_futex, futex_word(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-#else
-    word->notify_one();
-#endif
 }
 
 } // namespace sched::detail

@@ -1,5 +1,6 @@
 #include <sched/detail/atomic_mutex.hpp>
 #include <sched/detail/background_unmap.hpp>
+#include <sched/detail/futex.hpp>
 #include <sched/detail/mapped_memory.hpp>
 #include <sched/detail/recycler.hpp>
 #include <sched/detail/sanitizers.hpp>
@@ -16,11 +17,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 namespace sched::detail {
 namespace {
@@ -59,7 +55,7 @@ struct unmapper
     bool ticking = false;   // ... or for its next decay tick (idle spans exist)
     bool fork_safe = false; // the fork handlers are registered: else no thread is started
     pthread_t thread{};
-    std::atomic<unsigned> wake{0};
+    std::atomic<std::uint32_t> wake{0};
     std::atomic<std::size_t> unmapped{0};
     std::atomic<unsigned> epoch{0}; // decay ticks so far
 #if defined(__linux__)
@@ -90,24 +86,6 @@ std::uint64_t now_ns() noexcept
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     return std::uint64_t(now.tv_sec) * 1'000'000'000u + std::uint64_t(now.tv_nsec);
-}
-
-// Waits until `wake` is no longer `seen`, or (if timeout_ns != 0) that long has passed, or
-// spuriously. Where span decay is available, through the futex directly (std::atomic's wait has
-// no timeout); std::atomic::notify_one() would not wake such a waiter (libstdc++ skips the system
-// call when no waiter registered with it), so wake_thread() uses the futex too.
-void wait_for_wake(unsigned seen, std::uint64_t timeout_ns) noexcept
-{
-#if defined(__linux__)
-    static_assert(sizeof(std::atomic<unsigned>) == sizeof(unsigned));
-    timespec timeout{};
-    timeout.tv_sec = time_t(timeout_ns / 1'000'000'000u);
-    timeout.tv_nsec = long(timeout_ns % 1'000'000'000u);
-    (void)syscall(SYS_futex, reinterpret_cast<unsigned*>(&background.wake), FUTEX_WAIT_PRIVATE,
-                  seen, timeout_ns != 0 ? &timeout : nullptr, nullptr, 0);
-#else
-    background.wake.wait(seen);
-#endif
 }
 
 void* run(void*)
@@ -149,13 +127,13 @@ void* run(void*)
             }
             background.asleep = !ending;
             background.ticking = ticking;
-            const unsigned seen = background.wake.load();
+            const std::uint32_t seen = background.wake.load();
             background.mutex.unlock();
             if (ending)
                 return nullptr;
             unmapping.unlock();
             // A wake-up after the unlock changes `wake` first, so the wait returns.
-            wait_for_wake(seen, ticking ? next_tick - now : 0);
+            futex_wait(background.wake, seen, ticking ? next_tick - now : 0);
             continue;
         }
         background.mutex.unlock();
@@ -196,12 +174,7 @@ bool start_thread() noexcept
 void wake_thread() noexcept
 {
     background.wake.fetch_add(1);
-#if defined(__linux__)
-    (void)syscall(SYS_futex, reinterpret_cast<unsigned*>(&background.wake), FUTEX_WAKE_PRIVATE, 1,
-                  nullptr, nullptr, 0);
-#else
-    background.wake.notify_one();
-#endif
+    futex_wake_one(&background.wake);
 }
 
 void lock_for_fork() noexcept

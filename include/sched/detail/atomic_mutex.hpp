@@ -2,6 +2,7 @@
 #define SCHED_DETAIL_ATOMIC_MUTEX_HPP
 
 #include <sched/detail/asymmetric_fence.hpp>
+#include <sched/detail/futex.hpp>
 #include <sched/detail/visibility.hpp>
 
 #include <atomic>
@@ -52,7 +53,7 @@ public:
 
     bool try_lock() noexcept
     {
-        int expected = unlocked;
+        std::uint32_t expected = unlocked;
         return state_.compare_exchange_strong(expected, locked, std::memory_order_acquire,
                                               std::memory_order_relaxed);
     }
@@ -60,7 +61,7 @@ public:
     void unlock() noexcept
     {
         std::atomic<int>& waiters = lock_waiters_for(this);
-        std::atomic<int>* const word = &state_;
+        std::atomic<std::uint32_t>* const word = &state_;
         if (asymmetric_fences.load(std::memory_order_relaxed) ==
             asymmetric_fence_support::available)
         {
@@ -72,17 +73,16 @@ public:
             (void)word->exchange(unlocked, std::memory_order_seq_cst);
         }
         if (waiters.load(std::memory_order_seq_cst) != 0)
-            wake_one(word); // no access to *this: it may be gone
+            futex_wake_one(word); // no access to *this: it may be gone
     }
 
 private:
-    static constexpr int unlocked = 0;
-    static constexpr int locked = 1;
+    static constexpr std::uint32_t unlocked = 0;
+    static constexpr std::uint32_t locked = 1;
 
     void lock_contended() noexcept;
-    static void wake_one(std::atomic<int>* word) noexcept;
 
-    std::atomic<int> state_{unlocked};
+    std::atomic<std::uint32_t> state_{unlocked};
 };
 
 } // namespace sched::detail
